@@ -1,0 +1,222 @@
+// Package app is inlet's command layer: it parses flags and environment,
+// builds each package's Config, and starts and stops the components of every
+// subcommand.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// Version is set at build time with -ldflags "-X github.com/inlet-dev/inlet/internal/app.Version=v1.2.3".
+var Version = "dev"
+
+// Env is the process environment, as seen by Main.
+type Env struct {
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+const usage = `inlet — an HTTP event gateway for Apache Kafka that loses nothing it acknowledged.
+
+Usage:
+  inlet serve   [flags]   take events over HTTP and deliver them to Kafka
+  inlet broker  [flags]   run the embedded single-node development broker alone
+  inlet tail    [flags]   print the records of a topic
+  inlet version           print the version
+
+Every flag can also be set from the environment: --produce-timeout is
+INLET_PRODUCE_TIMEOUT. Flags win over the environment.
+Run 'inlet <command> -h' for the flags of a command.
+`
+
+// Main runs the command in args (without the program name) and returns the
+// process exit code. ctx is cancelled on SIGINT/SIGTERM.
+func Main(ctx context.Context, args []string, env Env) int {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, usage)
+		return 2
+	}
+	var err error
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		err = runServe(ctx, rest, env)
+	case "broker":
+		err = runBroker(ctx, rest, env)
+	case "tail":
+		err = runTail(ctx, rest, env)
+	case "version", "--version", "-version":
+		fmt.Fprintln(env.Stdout, versionString())
+	case "help", "-h", "--help":
+		fmt.Fprint(env.Stdout, usage)
+	default:
+		fmt.Fprintf(env.Stderr, "inlet: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	fmt.Fprintf(env.Stderr, "inlet: %v\n", err)
+	return 1
+}
+
+func versionString() string {
+	rev := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				rev = " " + s.Value[:12]
+			}
+		}
+	}
+	return fmt.Sprintf("inlet %s%s (%s %s/%s)", Version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// errUsage marks an error already reported with the command's usage.
+var errUsage = errors.New("usage")
+
+// newFlags makes a command's flag set; parse it with parseFlags.
+func newFlags(name string, env Env) *flag.FlagSet {
+	fs := flag.NewFlagSet("inlet "+name, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	return fs
+}
+
+// parseFlags applies INLET_* environment variables, then args, so that
+// flags win. A bad environment value is reported with the variable's name.
+func parseFlags(fs *flag.FlagSet, args []string, env Env) error {
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := EnvName(f.Name)
+		if v := env.Getenv(name); v != "" && envErr == nil {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return envErr
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return errUsage
+	}
+	return nil
+}
+
+// EnvName is the environment variable for a flag: produce-timeout → INLET_PRODUCE_TIMEOUT.
+func EnvName(flagName string) string {
+	return "INLET_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// byteSize is a flag value of bytes: 1048576, 1MiB, 512KiB, 64MB, 1GiB.
+type byteSize int64
+
+func (b *byteSize) String() string { return formatBytes(int64(*b)) }
+
+func (b *byteSize) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	*b = byteSize(n)
+	return nil
+}
+
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid size %q: want a number of bytes, optionally with KiB, MiB or GiB", s)
+	}
+	return n * mult, nil
+}
+
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// listFlag is a comma-separated list.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	*l = nil
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			*l = append(*l, f)
+		}
+	}
+	return nil
+}
+
+// logConfig is the logging flags every long-running command shares.
+type logConfig struct {
+	level  string
+	format string
+}
+
+func (c *logConfig) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.level, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.format, "log-format", "text", "log format: text or json")
+}
+
+func (c *logConfig) logger(w io.Writer) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(c.level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch c.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", c.format)
+}
+
+// DefaultEnv is the real process environment.
+func DefaultEnv() Env {
+	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+}

@@ -1,0 +1,409 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/inlet-dev/inlet/internal/devbroker"
+	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/ingest"
+	"github.com/inlet-dev/inlet/internal/kafka"
+)
+
+// Ack modes.
+const (
+	AckKafka = "kafka" // answer 200 once Kafka acknowledged every event
+	AckNone  = "none"  // answer 202 once the events are enqueued in memory
+	AckSpool = "spool" // answer 200 once the events are fsynced to the local spool
+)
+
+// ServeConfig is everything `inlet serve` needs.
+type ServeConfig struct {
+	Listen  string
+	Brokers []string // empty: start the development broker
+	Ack     string
+	DataDir string
+
+	Broker devbroker.Config
+	Kafka  kafka.Config
+	Ingest ingest.Config
+
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	ShutdownTimeout   time.Duration
+	// ReadyInterval is how often /readyz re-checks the brokers.
+	ReadyInterval time.Duration
+}
+
+// DefaultServeConfig returns the documented defaults.
+func DefaultServeConfig() ServeConfig {
+	return ServeConfig{
+		Listen:            "127.0.0.1:8080",
+		Ack:               AckKafka,
+		DataDir:           ".inlet",
+		Broker:            devbroker.DefaultConfig(),
+		Kafka:             kafka.DefaultConfig(),
+		Ingest:            ingest.DefaultConfig(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ShutdownTimeout:   30 * time.Second,
+		ReadyInterval:     5 * time.Second,
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c ServeConfig) Validate() error {
+	switch c.Ack {
+	case AckKafka, AckNone:
+	case AckSpool:
+		return errors.New("--ack spool: the durable spool is not in this version yet; use --ack kafka (durable in Kafka before the answer) or --ack none")
+	default:
+		return fmt.Errorf("--ack %q: want kafka or none", c.Ack)
+	}
+	if c.ShutdownTimeout <= 0 || c.ReadTimeout <= 0 || c.ReadHeaderTimeout <= 0 {
+		return errors.New("timeouts must be positive")
+	}
+	return c.Ingest.Validate()
+}
+
+// Gateway is a running `inlet serve`: HTTP ingest, producer and, without
+// brokers, the development broker. Start it with StartGateway and stop it
+// with Shutdown.
+type Gateway struct {
+	cfg    ServeConfig
+	log    *slog.Logger
+	broker *devbroker.Broker
+	prod   *kafka.Producer
+	srv    *http.Server
+	ln     net.Listener
+
+	ready     atomic.Bool
+	readyErr  atomic.Value // string
+	stopReady context.CancelFunc
+	wg        sync.WaitGroup
+	served    chan error
+}
+
+// StartGateway starts every component; the gateway serves when it returns.
+func StartGateway(cfg ServeConfig, log *slog.Logger) (g *Gateway, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g = &Gateway{cfg: cfg, log: log, served: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			g.closeBackends(context.Background())
+		}
+	}()
+	brokers := cfg.Brokers
+	if len(brokers) == 0 {
+		bc := cfg.Broker
+		if bc.DataDir == "" {
+			bc.DataDir = cfg.DataDir
+		}
+		if g.broker, err = devbroker.Start(bc, log); err != nil {
+			return nil, err
+		}
+		brokers = []string{g.broker.Addr()}
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	kc := cfg.Kafka
+	kc.Brokers = brokers
+	if g.prod, err = kafka.NewProducer(kc, log, kafka.NewMetrics(reg)); err != nil {
+		return nil, err
+	}
+	ic := cfg.Ingest
+	ic.AckStatus = http.StatusOK
+	var sink ingest.Sink = syncSink{g.prod}
+	if cfg.Ack == AckNone {
+		ic.AckStatus = http.StatusAccepted
+		sink = enqueueSink{g.prod}
+	}
+	in, err := ingest.New(ic, sink, log, reg)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
+	})
+	mux.HandleFunc("GET /readyz", g.serveReady)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+
+	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	g.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		// An answer may wait for the body, then for Kafka.
+		WriteTimeout:   cfg.ReadTimeout + ic.WriteTimeout + 5*time.Second,
+		IdleTimeout:    cfg.IdleTimeout,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	readyCtx, stop := context.WithCancel(context.Background())
+	g.stopReady = stop
+	g.readyErr.Store("no metadata request has succeeded yet")
+	g.wg.Add(2)
+	go func() { defer g.wg.Done(); g.checkReady(readyCtx) }()
+	go func() {
+		defer g.wg.Done()
+		if err := g.srv.Serve(g.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			g.served <- err
+		}
+		close(g.served)
+	}()
+	log.Info("serving", "addr", g.Addr(), "brokers", brokers, "ack", cfg.Ack, "topic", ic.Topic)
+	return g, nil
+}
+
+// Addr is the address the HTTP server listens on.
+func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// Brokers are the seed brokers the gateway produces to.
+func (g *Gateway) Brokers() []string {
+	if g.broker != nil {
+		return []string{g.broker.Addr()}
+	}
+	return g.cfg.Brokers
+}
+
+// Done is closed when the HTTP server stops; it carries the error that stopped it, if any.
+func (g *Gateway) Done() <-chan error { return g.served }
+
+// checkReady pings the brokers: quickly until the first success, then every
+// ReadyInterval, so that /readyz follows the brokers' reachability.
+func (g *Gateway) checkReady(ctx context.Context) {
+	wait := 250 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := g.prod.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			if g.ready.Swap(false) {
+				g.log.Warn("not ready: kafka unreachable", "err", err)
+			}
+			g.readyErr.Store(err.Error())
+		} else {
+			if !g.ready.Swap(true) {
+				g.log.Info("ready: kafka answered a metadata request")
+			}
+			wait = g.cfg.ReadyInterval
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (g *Gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if g.ready.Load() {
+		_, _ = io.WriteString(w, `{"ready":true}`+"\n")
+		return
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_ = json.NewEncoder(w).Encode(map[string]any{"ready": false, "error": g.readyErr.Load()})
+}
+
+// Shutdown stops accepting requests, waits for those in flight (each waits
+// for its acknowledgement), flushes what the producer holds, and stops the
+// development broker. It returns an error if ctx ended first, in which case
+// records buffered with ack=none may be lost (they are logged).
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	g.ready.Store(false)
+	g.readyErr.Store("shutting down")
+	err := g.srv.Shutdown(ctx)
+	if err != nil {
+		g.log.Error("requests still in flight at the shutdown deadline; closing their connections", "err", err)
+		_ = g.srv.Close()
+	}
+	if cerr := g.closeBackends(ctx); err == nil {
+		err = cerr
+	}
+	g.wg.Wait()
+	return err
+}
+
+func (g *Gateway) closeBackends(ctx context.Context) error {
+	var err error
+	if g.stopReady != nil {
+		g.stopReady()
+	}
+	if g.prod != nil {
+		if err = g.prod.Close(ctx); err != nil {
+			err = fmt.Errorf("flushing the producer: %w", err)
+		}
+	}
+	if g.broker != nil {
+		g.broker.Close()
+	}
+	return err
+}
+
+// syncSink answers once Kafka acknowledged every record (ack=kafka).
+type syncSink struct{ p *kafka.Producer }
+
+func (s syncSink) Write(ctx context.Context, recs []event.Record) error {
+	return sinkErr(s.p.ProduceSync(ctx, recs))
+}
+
+// enqueueSink answers once the records are in the producer's buffer (ack=none).
+type enqueueSink struct{ p *kafka.Producer }
+
+func (s enqueueSink) Write(_ context.Context, recs []event.Record) error {
+	return sinkErr(s.p.TryProduce(recs))
+}
+
+func sinkErr(err error) error {
+	if errors.Is(err, kafka.ErrFull) {
+		return fmt.Errorf("%w: %w", ingest.ErrSinkFull, err)
+	}
+	return err
+}
+
+var (
+	_ ingest.Sink = syncSink{}
+	_ ingest.Sink = enqueueSink{}
+)
+
+// registerServe binds cfg's fields to flags.
+func registerServe(fs *flag.FlagSet, cfg *ServeConfig, brokers *listFlag, origins *listFlag, proxies *string,
+	bodyBytes, decompBytes, eventBytes, bufBytes *byteSize) {
+	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address (host:port)")
+	fs.Var(brokers, "brokers", "Kafka seed brokers, comma-separated host:port; empty starts the embedded development broker")
+	fs.StringVar(&cfg.Ack, "ack", cfg.Ack, "when to answer: kafka (200 after Kafka acknowledged every event) or none (202 after enqueue in memory)")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for local state (the development broker's data)")
+	fs.StringVar(&cfg.Broker.Listen, "broker-listen", cfg.Broker.Listen, "listen address of the development broker (without --brokers)")
+	fs.IntVar(&cfg.Broker.Partitions, "broker-partitions", cfg.Broker.Partitions, "partitions of topics the development broker creates")
+
+	fs.StringVar(&cfg.Ingest.Topic, "topic", cfg.Ingest.Topic, "topic events are written to")
+	fs.StringVar(&cfg.Ingest.DeadLetterTopic, "dead-letter-topic", "", "topic invalid events are written to (default <topic>.invalid)")
+	fs.Var(bodyBytes, "max-body-bytes", "largest request body as sent (413 past it)")
+	fs.Var(decompBytes, "max-decompressed-bytes", "largest request body after gzip/zstd decompression (413 past it)")
+	fs.IntVar(&cfg.Ingest.MaxEvents, "max-events", cfg.Ingest.MaxEvents, "most events in one request (413 past it)")
+	fs.Var(eventBytes, "max-event-bytes", "largest event (rejected and dead-lettered past it)")
+	fs.DurationVar(&cfg.Ingest.WriteTimeout, "produce-timeout", cfg.Ingest.WriteTimeout, "how long a request waits for Kafka's acknowledgement before 503 (ack=kafka)")
+	fs.DurationVar(&cfg.Ingest.RetryAfter, "retry-after", cfg.Ingest.RetryAfter, "Retry-After sent with 503 answers")
+	fs.Var(origins, "cors-origins", "CORS origins allowed, comma-separated scheme://host[:port], or *")
+	fs.StringVar(proxies, "trusted-proxies", "", "IPs or CIDR prefixes whose X-Forwarded-For is believed, comma-separated")
+
+	fs.StringVar(&cfg.Kafka.Compression, "compression", cfg.Kafka.Compression, "record batch compression: none, gzip, snappy, lz4, zstd")
+	fs.DurationVar(&cfg.Kafka.Linger, "linger", cfg.Kafka.Linger, "how long the producer waits to fill a batch")
+	fs.Var(bufBytes, "max-buffered-bytes", "memory for records not yet acknowledged by Kafka (503 past it)")
+	fs.IntVar(&cfg.Kafka.MaxBufferedRecords, "max-buffered-records", cfg.Kafka.MaxBufferedRecords, "records not yet acknowledged by Kafka (503 past it)")
+	fs.DurationVar(&cfg.Kafka.DeliveryTimeout, "delivery-timeout", cfg.Kafka.DeliveryTimeout, "how long a record may wait for Kafka before it fails")
+	fs.StringVar(&cfg.Kafka.ClientID, "client-id", cfg.Kafka.ClientID, "Kafka client id")
+
+	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "time a client has to send the request headers")
+	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "time a client has to send the whole request")
+	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM/SIGINT, time to finish requests and flush before exiting")
+}
+
+// ParseServe parses `inlet serve` arguments and environment into a config.
+func ParseServe(args []string, env Env) (ServeConfig, *logConfig, error) {
+	cfg := DefaultServeConfig()
+	fs := newFlags("serve", env)
+	brokers := listFlag{}
+	origins := listFlag(cfg.Ingest.AllowedOrigins)
+	var proxies string
+	bodyBytes := byteSize(cfg.Ingest.MaxBodyBytes)
+	decompBytes := byteSize(cfg.Ingest.MaxDecompressedBytes)
+	eventBytes := byteSize(cfg.Ingest.MaxEventBytes)
+	bufBytes := byteSize(cfg.Kafka.MaxBufferedBytes)
+	registerServe(fs, &cfg, &brokers, &origins, &proxies, &bodyBytes, &decompBytes, &eventBytes, &bufBytes)
+	lc := &logConfig{}
+	lc.register(fs)
+	if err := parseFlags(fs, args, env); err != nil {
+		return cfg, nil, err
+	}
+	cfg.Brokers = brokers
+	cfg.Ingest.AllowedOrigins = origins
+	cfg.Ingest.MaxBodyBytes = int64(bodyBytes)
+	cfg.Ingest.MaxDecompressedBytes = int64(decompBytes)
+	cfg.Ingest.MaxEventBytes = int(eventBytes)
+	cfg.Kafka.MaxBufferedBytes = int(bufBytes)
+	var err error
+	if cfg.Ingest.TrustedProxies, err = ingest.ParseProxies(proxies); err != nil {
+		return cfg, nil, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	return cfg, lc, nil
+}
+
+func runServe(ctx context.Context, args []string, env Env) error {
+	cfg, lc, err := ParseServe(args, env)
+	if err != nil {
+		return err
+	}
+	log, err := lc.logger(env.Stderr)
+	if err != nil {
+		return err
+	}
+	g, err := StartGateway(cfg, log)
+	if err != nil {
+		return err
+	}
+	if g.broker != nil {
+		printBanner(env.Stdout, g.Addr(), g.broker.Addr(), cfg)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	case err := <-g.Done():
+		if err != nil {
+			log.Error("http server failed", "err", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := g.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutting down: %w", err)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func printBanner(w io.Writer, httpAddr, brokerAddr string, cfg ServeConfig) {
+	fmt.Fprintf(w, `
+inlet is listening on http://%[1]s, writing to topic %[3]q (ack=%[4]s).
+
+  Development broker: %[2]s — a single-node Kafka-compatible broker inside
+  this process, data under %[5]s. For development only: use --brokers in production.
+
+  Send events:
+    curl -H 'Content-Type: application/json' -d '[{"event":"page_view","uid":"u1","props":{"path":"/"}}]' http://%[1]s/v1/batch
+  Read them:
+    go run ./cmd/inlet tail --brokers %[2]s --topic %[3]s --from beginning
+    kcat -b %[2]s -C -t %[3]s -f '%%k %%s\n'
+
+`, httpAddr, brokerAddr, cfg.Ingest.Topic, cfg.Ack, cfg.DataDir)
+}

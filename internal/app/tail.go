@@ -1,0 +1,148 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TailConfig configures `inlet tail`.
+type TailConfig struct {
+	Brokers []string
+	Topic   string
+	From    string // beginning or end
+	N       int    // stop after N records; 0 follows until interrupted
+	Format  string // json or text
+	// Idle stops tail once no record arrived for this long (0: never).
+	Idle time.Duration
+}
+
+func runTail(ctx context.Context, args []string, env Env) error {
+	cfg := TailConfig{Brokers: []string{"127.0.0.1:9092"}, Topic: "events", From: "end", Format: "json"}
+	fs := newFlags("tail", env)
+	brokers := listFlag(cfg.Brokers)
+	fs.Var(&brokers, "brokers", "Kafka seed brokers, comma-separated host:port")
+	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic to read")
+	fs.StringVar(&cfg.From, "from", cfg.From, "where to start: beginning or end")
+	fs.IntVar(&cfg.N, "n", 0, "stop after this many records (0: follow until interrupted)")
+	fs.StringVar(&cfg.Format, "format", cfg.Format, "output: json (one object per line) or text")
+	fs.DurationVar(&cfg.Idle, "idle", 0, "stop once no record arrived for this long (0: never)")
+	if err := parseFlags(fs, args, env); err != nil {
+		return err
+	}
+	cfg.Brokers = brokers
+	return Tail(ctx, cfg, env.Stdout)
+}
+
+// Tail prints the records of cfg.Topic to w until ctx is done, N records
+// were printed, or no record arrived for Idle.
+func Tail(ctx context.Context, cfg TailConfig, w io.Writer) error {
+	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
+		return errors.New("tail: --brokers and --topic are required")
+	}
+	var reset kgo.Offset
+	switch cfg.From {
+	case "beginning":
+		reset = kgo.NewOffset().AtStart()
+	case "end":
+		reset = kgo.NewOffset().AtEnd()
+	default:
+		return fmt.Errorf("tail: --from %q: want beginning or end", cfg.From)
+	}
+	if cfg.Format != "json" && cfg.Format != "text" {
+		return fmt.Errorf("tail: --format %q: want json or text", cfg.Format)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(reset), kgo.ClientID("inlet-tail"))
+	if err != nil {
+		return fmt.Errorf("tail: creating kafka client: %w", err)
+	}
+	defer cl.Close()
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = cl.Ping(pctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("tail: reaching kafka at %v: %w", cfg.Brokers, err)
+	}
+	bw := bufio.NewWriter(w)
+	defer bw.Flush()
+	printed := 0
+	for {
+		fctx, cancel := ctx, context.CancelFunc(func() {})
+		if cfg.Idle > 0 {
+			fctx, cancel = context.WithTimeout(ctx, cfg.Idle)
+		}
+		fetches := cl.PollFetches(fctx)
+		idle := fctx.Err() != nil && fetches.NumRecords() == 0
+		cancel()
+		if ctx.Err() != nil || idle {
+			return nil
+		}
+		for _, fe := range fetches.Errors() {
+			if !errors.Is(fe.Err, context.DeadlineExceeded) && !errors.Is(fe.Err, context.Canceled) {
+				return fmt.Errorf("tail: fetching %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+			}
+		}
+		for it := fetches.RecordIter(); !it.Done(); {
+			r := it.Next()
+			if err := printRecord(bw, r, cfg.Format); err != nil {
+				return err
+			}
+			printed++
+			if cfg.N > 0 && printed >= cfg.N {
+				return nil
+			}
+		}
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+	}
+}
+
+// printedRecord is the JSON form of a record.
+type printedRecord struct {
+	Topic     string            `json:"topic"`
+	Partition int32             `json:"partition"`
+	Offset    int64             `json:"offset"`
+	Timestamp time.Time         `json:"timestamp"`
+	Key       string            `json:"key"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Value     json.RawMessage   `json:"value"`
+}
+
+func printRecord(w io.Writer, r *kgo.Record, format string) error {
+	hs := make(map[string]string, len(r.Headers))
+	for _, h := range r.Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	if format == "text" {
+		_, err := fmt.Fprintf(w, "%s/%d@%d %s key=%q", r.Topic, r.Partition, r.Offset, r.Timestamp.UTC().Format(time.RFC3339Nano), r.Key)
+		for _, h := range r.Headers {
+			fmt.Fprintf(w, " %s=%q", h.Key, h.Value)
+		}
+		fmt.Fprintf(w, "\n  %s\n", r.Value)
+		return err
+	}
+	v := json.RawMessage(r.Value)
+	if !json.Valid(r.Value) {
+		s := string(r.Value)
+		if !utf8.ValidString(s) {
+			s = fmt.Sprintf("%q", r.Value)
+		}
+		v, _ = json.Marshal(s)
+	}
+	b, err := json.Marshal(printedRecord{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Timestamp: r.Timestamp.UTC(), Key: string(r.Key), Headers: hs, Value: v})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

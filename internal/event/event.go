@@ -1,0 +1,124 @@
+// Package event is inlet's event model: it decodes the request bodies clients
+// send, validates each event, enriches it with what the server knows, and
+// encodes it as the Kafka record that is delivered.
+//
+// Nothing here does I/O or keeps state; every function is safe for concurrent use.
+package event
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Event is one tracking event as delivered to Kafka: the fields the client
+// sent, plus the enrichment added by the server (ReceivedAt, IP, UA).
+//
+// Props, Context and TS are kept as the client sent them (compacted JSON).
+type Event struct {
+	Event   string          `json:"event"`
+	ID      string          `json:"id"`
+	TS      json.RawMessage `json:"ts,omitempty"`
+	UID     string          `json:"uid,omitempty"`
+	AnonID  string          `json:"anon_id,omitempty"`
+	Props   json.RawMessage `json:"props,omitempty"`
+	Context json.RawMessage `json:"context,omitempty"`
+
+	ReceivedAt time.Time `json:"received_at"`
+	IP         string    `json:"ip,omitempty"`
+	UA         string    `json:"ua,omitempty"`
+}
+
+// Key returns the record key: uid, else anon_id, else id, so that all events
+// of one user land in one partition, in order.
+func (e *Event) Key() string {
+	switch {
+	case e.UID != "":
+		return e.UID
+	case e.AnonID != "":
+		return e.AnonID
+	default:
+		return e.ID
+	}
+}
+
+// Header keys set on every record inlet writes.
+const (
+	HeaderEventID     = "inlet-event-id"
+	HeaderEventName   = "inlet-event-name"
+	HeaderContentType = "content-type"
+	// HeaderError carries the rejection reason on dead-letter records.
+	HeaderError = "inlet-error"
+	// HeaderReason carries the rejection's Reason code on dead-letter records.
+	HeaderReason = "inlet-reason"
+	// HeaderReceivedAt carries the server time on dead-letter records.
+	HeaderReceivedAt = "inlet-received-at"
+	// HeaderTruncated is "true" on a dead-letter record whose value was cut to
+	// the maximum event size.
+	HeaderTruncated = "inlet-truncated"
+)
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Record is what a Sink delivers to Kafka: a topic, a key, a value and headers.
+// It carries no Kafka client types so that sinks (the producer, the spool)
+// can store and forward it as they see fit.
+type Record struct {
+	Topic   string
+	Key     []byte
+	Value   []byte
+	Headers []Header
+	// EventID is the event's id, kept apart for logs and checks.
+	EventID string
+}
+
+// Size is the number of bytes the record occupies in memory and on the wire,
+// roughly: key, value and headers.
+func (r *Record) Size() int {
+	n := len(r.Key) + len(r.Value) + len(r.Topic)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return n
+}
+
+// Record encodes e as the record delivered to topic: the JSON value, the key
+// and the id/name/content-type headers.
+func (e *Event) Record(topic string) (Record, error) {
+	v, err := json.Marshal(e)
+	if err != nil {
+		return Record{}, err
+	}
+	return Record{
+		Topic: topic,
+		Key:   []byte(e.Key()),
+		Value: v,
+		Headers: []Header{
+			{Key: HeaderEventID, Value: []byte(e.ID)},
+			{Key: HeaderEventName, Value: []byte(e.Event)},
+			{Key: HeaderContentType, Value: []byte("application/json")},
+		},
+		EventID: e.ID,
+	}, nil
+}
+
+// DeadLetter builds the dead-letter record for a rejected event: the bytes
+// the client sent (cut to maxValue bytes), the reason in a header.
+func DeadLetter(topic string, raw []byte, reason string, receivedAt time.Time, maxValue int) Record {
+	r := Record{
+		Topic: topic,
+		Value: raw,
+		Headers: []Header{
+			{Key: HeaderError, Value: []byte(reason)},
+			{Key: HeaderReceivedAt, Value: []byte(receivedAt.UTC().Format(time.RFC3339Nano))},
+		},
+	}
+	if maxValue > 0 && len(raw) > maxValue {
+		r.Value = raw[:maxValue]
+		r.Headers = append(r.Headers, Header{Key: HeaderTruncated, Value: []byte("true")})
+	}
+	return r
+}

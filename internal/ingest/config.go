@@ -1,0 +1,119 @@
+// Package ingest is inlet's HTTP edge: it takes events over POST /v1/batch,
+// POST /v1/track and the GET /i pixel, turns them into records with package
+// event, and hands them to a Sink, answering once the Sink's guarantee holds.
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/event"
+)
+
+// Sink takes the records of one request. Write blocks until the records are
+// as safe as the sink promises (acknowledged by Kafka, on disk, or only
+// enqueued) and returns nil only then. It must be safe for concurrent use.
+// An error means the request is answered 503 and the client should retry;
+// records of a failed Write may still be delivered (at-least-once).
+// Write must not keep recs or their byte slices after it returns unless it
+// copied them; the caller does not reuse them.
+type Sink interface {
+	Write(ctx context.Context, recs []event.Record) error
+}
+
+// ErrSinkFull is what a Sink returns (wrapped) when it is out of room; the
+// client gets 503 with Retry-After.
+var ErrSinkFull = errors.New("ingest: sink full")
+
+// Config configures the HTTP ingest.
+type Config struct {
+	Topic           string // events topic
+	DeadLetterTopic string // invalid events; empty means Topic + ".invalid"
+
+	MaxBodyBytes         int64 // request body as sent (413 past it)
+	MaxDecompressedBytes int64 // body after gzip/zstd (413 past it)
+	event.Limits               // events per batch, bytes per event
+
+	// AckStatus is the status of a successful answer: 200 when the sink
+	// waits for durability (ack=kafka, ack=spool), 202 when it only enqueues.
+	AckStatus int
+	// WriteTimeout bounds how long a request waits for the sink (503 past it).
+	WriteTimeout time.Duration
+	// RetryAfter is the Retry-After sent with 503 answers.
+	RetryAfter time.Duration
+
+	// AllowedOrigins are the CORS origins allowed; "*" allows any.
+	AllowedOrigins []string
+	// TrustedProxies are the peers whose X-Forwarded-For is believed.
+	TrustedProxies []netip.Prefix
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Topic:                "events",
+		MaxBodyBytes:         1 << 20,
+		MaxDecompressedBytes: 8 << 20,
+		Limits:               event.DefaultLimits,
+		AckStatus:            200,
+		WriteTimeout:         10 * time.Second,
+		RetryAfter:           2 * time.Second,
+		AllowedOrigins:       []string{"*"},
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	switch {
+	case c.Topic == "":
+		return errors.New("ingest: topic is empty")
+	case c.MaxBodyBytes <= 0, c.MaxDecompressedBytes <= 0:
+		return errors.New("ingest: body limits must be positive")
+	case c.MaxDecompressedBytes < c.MaxBodyBytes:
+		return fmt.Errorf("ingest: max decompressed bytes (%d) is below max body bytes (%d)", c.MaxDecompressedBytes, c.MaxBodyBytes)
+	case c.MaxEvents <= 0, c.MaxEventBytes <= 0:
+		return errors.New("ingest: event limits must be positive")
+	case c.AckStatus != 200 && c.AckStatus != 202:
+		return fmt.Errorf("ingest: ack status %d: want 200 or 202", c.AckStatus)
+	case c.WriteTimeout <= 0:
+		return errors.New("ingest: write timeout must be positive")
+	}
+	for _, o := range c.AllowedOrigins {
+		if o != "*" && !strings.Contains(o, "://") {
+			return fmt.Errorf("ingest: CORS origin %q: want scheme://host[:port] or *", o)
+		}
+	}
+	return nil
+}
+
+func (c Config) deadLetterTopic() string {
+	if c.DeadLetterTopic != "" {
+		return c.DeadLetterTopic
+	}
+	return c.Topic + ".invalid"
+}
+
+// ParseProxies parses a comma-separated list of IPs and CIDR prefixes.
+func ParseProxies(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q: not an IP or CIDR prefix", f)
+		}
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out, nil
+}

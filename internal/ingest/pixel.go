@@ -1,0 +1,122 @@
+package ingest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/inlet-dev/inlet/internal/event"
+)
+
+// gif is a transparent 1x1 GIF.
+var gif = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+
+// servePixel answers GET /i: the event comes from the query, either as
+// fields (e=name, id=, uid=, anon_id=, ts=, p.<key>=, c.<key>=) or as
+// data=<base64url JSON event>. It always answers the GIF, also for an
+// invalid event (which is dead-lettered and counted), so that a page never
+// shows a broken image; 503 when the event could not be stored.
+func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "image/gif")
+	h.Set("Cache-Control", "no-cache, no-store, must-revalidate, max-age=0")
+	h.Set("Pragma", "no-cache")
+	h.Set("Expires", "0")
+	h.Set("Content-Length", strconv.Itoa(len(gif)))
+
+	meta := s.meta(r)
+	raw, bad := pixelEvent(r.URL.Query())
+	var rec event.Record
+	if bad != nil {
+		rec = s.deadLetter(raw, bad, meta)
+	} else {
+		rec, bad = s.build(raw, meta)
+	}
+	recs := []event.Record{rec}
+	if !s.writePixel(w, r, recs) {
+		return
+	}
+	accepted := 1
+	if bad != nil {
+		accepted = 0
+	}
+	s.count(accepted, recs)
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(gif)
+	}
+}
+
+// writePixel is write for the pixel: on failure it still answers an image.
+func (s *Server) writePixel(w http.ResponseWriter, r *http.Request, recs []event.Record) bool {
+	sw := &pixelFailure{header: w.Header()}
+	if s.write(sw, r, recs) {
+		return true
+	}
+	w.Header().Set("Content-Type", "image/gif")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(gif)
+	}
+	return false
+}
+
+// pixelFailure swallows the JSON error body write produces, keeping its headers.
+type pixelFailure struct{ header http.Header }
+
+func (p *pixelFailure) Header() http.Header         { return p.header }
+func (p *pixelFailure) Write(b []byte) (int, error) { return len(b), nil }
+func (p *pixelFailure) WriteHeader(int)             {}
+
+// pixelEvent builds the raw JSON event from a pixel's query, so that pixel
+// events go through the same validation as posted ones.
+// A data= that is not base64 is returned as sent, with the reason.
+func pixelEvent(q url.Values) ([]byte, *event.Invalid) {
+	if d := q.Get("data"); d != "" {
+		t := strings.TrimRight(d, "=")
+		if b, err := base64.RawURLEncoding.DecodeString(t); err == nil {
+			return b, nil
+		}
+		if b, err := base64.RawStdEncoding.DecodeString(t); err == nil {
+			return b, nil
+		}
+		return []byte(d), &event.Invalid{Reason: event.ReasonMalformed, Msg: "data= is not base64url-encoded JSON"}
+	}
+	ev := map[string]any{}
+	props := map[string]string{}
+	ctx := map[string]string{}
+	for k, vs := range q {
+		if len(vs) == 0 {
+			continue
+		}
+		v := vs[0]
+		switch {
+		case k == "e" || k == "event":
+			ev["event"] = v
+		case k == "id" || k == "uid" || k == "anon_id":
+			ev[k] = v
+		case k == "ts":
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+				ev["ts"] = n
+			} else {
+				ev["ts"] = v
+			}
+		case strings.HasPrefix(k, "p."):
+			props[k[2:]] = v
+		case strings.HasPrefix(k, "c."):
+			ctx[k[2:]] = v
+		}
+		// Anything else (cache busters such as _= or cb=) is ignored.
+	}
+	if len(props) > 0 {
+		ev["props"] = props
+	}
+	if len(ctx) > 0 {
+		ev["context"] = ctx
+	}
+	b, _ := json.Marshal(ev)
+	return b, nil
+}

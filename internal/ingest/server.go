@@ -1,0 +1,343 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inlet-dev/inlet/internal/event"
+)
+
+// Server serves the ingest endpoints. It is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	sink    Sink
+	log     *slog.Logger
+	metrics *Metrics
+	anyOrig bool
+	origins map[string]bool
+	now     func() time.Time
+}
+
+// New creates a Server writing to sink. reg may be nil.
+func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, sink: sink, log: log, metrics: NewMetrics(reg), origins: map[string]bool{}, now: time.Now}
+	for _, o := range cfg.AllowedOrigins {
+		if o == "*" {
+			s.anyOrig = true
+		} else {
+			s.origins[strings.TrimRight(o, "/")] = true
+		}
+	}
+	return s, nil
+}
+
+// Register adds the ingest routes to mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.Handle("/v1/batch", s.route("batch", []string{http.MethodPost}, s.serveBatch))
+	mux.Handle("/v1/track", s.route("track", []string{http.MethodPost}, s.serveTrack))
+	mux.Handle("/i", s.route("pixel", []string{http.MethodGet, http.MethodHead}, s.servePixel))
+	mux.Handle("/i.gif", s.route("pixel", []string{http.MethodGet, http.MethodHead}, s.servePixel))
+}
+
+// statusWriter records the status for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// route wraps a handler with method checks, CORS and metrics.
+func (s *Server) route(name string, methods []string, h http.HandlerFunc) http.Handler {
+	allow := strings.Join(append(append([]string{}, methods...), http.MethodOptions), ", ")
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		w := &statusWriter{ResponseWriter: rw}
+		defer func() {
+			code := w.status
+			if code == 0 {
+				code = http.StatusOK
+			}
+			s.metrics.Requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
+			s.metrics.Duration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+		}()
+		if r.Method == http.MethodOptions {
+			s.preflight(w, r, allow)
+			return
+		}
+		s.cors(w, r)
+		for _, m := range methods {
+			if r.Method == m {
+				h(w, r)
+				return
+			}
+		}
+		w.Header().Set("Allow", allow)
+		writeError(w, errorf(http.StatusMethodNotAllowed, "method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(methods, " or ")))
+	})
+}
+
+func (s *Server) originAllowed(origin string) bool {
+	return origin != "" && (s.anyOrig || s.origins[origin])
+}
+
+// cors sets the CORS headers of an actual (non-preflight) request.
+func (s *Server) cors(w http.ResponseWriter, r *http.Request) {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return
+	}
+	w.Header().Add("Vary", "Origin")
+	if s.originAllowed(origin) {
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+	}
+}
+
+// preflight answers a CORS preflight: 204 with the allowed methods and
+// headers when the origin is allowed, 403 otherwise.
+func (s *Server) preflight(w http.ResponseWriter, r *http.Request, allow string) {
+	origin := r.Header.Get("Origin")
+	h := w.Header()
+	h.Add("Vary", "Origin")
+	h.Add("Vary", "Access-Control-Request-Method")
+	h.Add("Vary", "Access-Control-Request-Headers")
+	if origin == "" || r.Header.Get("Access-Control-Request-Method") == "" {
+		h.Set("Allow", allow)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if !s.originAllowed(origin) {
+		writeError(w, errorf(http.StatusForbidden, "origin %s is not allowed (see --cors-origins)", origin))
+		return
+	}
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Allow-Methods", allow)
+	h.Set("Access-Control-Allow-Headers", "Content-Type, Content-Encoding")
+	h.Set("Access-Control-Max-Age", "86400")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// Rejection is one rejected event in an answer.
+type Rejection struct {
+	Index int    `json:"index"`
+	Error string `json:"error"`
+}
+
+// Answer is the body of a batch or track answer.
+type Answer struct {
+	Accepted int         `json:"accepted"`
+	Rejected []Rejection `json:"rejected"`
+}
+
+func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, false) }
+func (s *Server) serveTrack(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, true) }
+
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool) {
+	f, herr := format(r, single)
+	if herr != nil {
+		writeError(w, herr)
+		return
+	}
+	buf, herr := s.readBody(w, r)
+	if herr != nil {
+		writeError(w, herr)
+		return
+	}
+	defer putBuf(buf)
+	items, err := event.Split(buf.Bytes(), f, s.cfg.MaxEvents)
+	if err != nil {
+		writeError(w, bodyError(err))
+		return
+	}
+	meta := s.meta(r)
+	recs := make([]event.Record, 0, len(items))
+	ans := Answer{Rejected: []Rejection{}}
+	for i, raw := range items {
+		rec, bad := s.build(raw, meta)
+		if bad != nil {
+			ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg})
+		} else {
+			ans.Accepted++
+		}
+		recs = append(recs, rec)
+	}
+	if !s.write(w, r, recs) {
+		return
+	}
+	s.count(ans.Accepted, recs)
+	status := s.cfg.AckStatus
+	if ans.Accepted == 0 {
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, ans)
+}
+
+// build turns one raw event into its record, or into a dead-letter record
+// and the reason when it is invalid.
+func (s *Server) build(raw []byte, meta event.Meta) (event.Record, *event.Invalid) {
+	e, bad := event.Parse(raw, s.cfg.MaxEventBytes)
+	if bad != nil {
+		return s.deadLetter(raw, bad, meta), bad
+	}
+	e.Enrich(meta)
+	rec, err := e.Record(s.cfg.Topic)
+	if err != nil { // a validated event always encodes; keep it anyway
+		s.log.Error("encoding event", "err", err)
+		bad = &event.Invalid{Reason: event.ReasonMalformed, Msg: "event cannot be encoded: " + err.Error()}
+		return s.deadLetter(raw, bad, meta), bad
+	}
+	return rec, nil
+}
+
+// deadLetter builds the dead-letter record of an invalid event.
+func (s *Server) deadLetter(raw []byte, bad *event.Invalid, meta event.Meta) event.Record {
+	// Copy: raw aliases the pooled body buffer, and the sink may still
+	// hold the record after Write returns (ack=none).
+	cp := append([]byte(nil), raw...)
+	rec := event.DeadLetter(s.cfg.deadLetterTopic(), cp, bad.Msg, meta.ReceivedAt, s.cfg.MaxEventBytes)
+	rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderReason, Value: []byte(bad.Reason)})
+	return rec
+}
+
+// count records accepted and rejected events once the sink took them.
+func (s *Server) count(accepted int, recs []event.Record) {
+	s.metrics.EventsAccepted.Add(float64(accepted))
+	for i := range recs {
+		if recs[i].Topic == s.cfg.Topic {
+			continue
+		}
+		for _, h := range recs[i].Headers {
+			if h.Key == event.HeaderReason {
+				s.metrics.EventsRejected.WithLabelValues(string(h.Value)).Inc()
+			}
+		}
+	}
+}
+
+// write hands recs to the sink within the write timeout; on failure it
+// answers 503 with Retry-After and returns false.
+func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Record) bool {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.WriteTimeout)
+	defer cancel()
+	err := s.sink.Write(ctx, recs)
+	if err == nil {
+		return true
+	}
+	kind, msg := "error", "events not stored: "+err.Error()
+	switch {
+	case errors.Is(err, ErrSinkFull):
+		kind, msg = "full", "inlet is at capacity; retry later"
+	case errors.Is(err, context.DeadlineExceeded):
+		kind, msg = "timeout", "events not acknowledged within "+s.cfg.WriteTimeout.String()+"; retry later"
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		kind, msg = "client_gone", "client went away before events were acknowledged"
+	}
+	s.metrics.SinkErrors.WithLabelValues(kind).Inc()
+	s.log.Warn("sink write failed", "kind", kind, "records", len(recs), "err", err)
+	w.Header().Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
+	writeError(w, errorf(http.StatusServiceUnavailable, "%s", msg))
+	return false
+}
+
+// meta is what the server knows about the request.
+func (s *Server) meta(r *http.Request) event.Meta {
+	return event.Meta{ReceivedAt: s.now(), IP: s.clientIP(r), UA: r.UserAgent()}
+}
+
+// clientIP is the peer address, or, when the peer is a trusted proxy, the
+// rightmost X-Forwarded-For address that is not itself a trusted proxy.
+func (s *Server) clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	peer = peer.Unmap()
+	if !s.trusted(peer) {
+		return peer.String()
+	}
+	hops := r.Header.Values("X-Forwarded-For")
+	for i := len(hops) - 1; i >= 0; i-- {
+		parts := strings.Split(hops[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.TrimSpace(parts[j]))
+			if err != nil {
+				return peer.String() // a forged or broken header: trust only the peer
+			}
+			if a = a.Unmap(); !s.trusted(a) {
+				return a.String()
+			}
+			peer = a
+		}
+	}
+	return peer.String()
+}
+
+func (s *Server) trusted(a netip.Addr) bool {
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func bodyError(err error) *httpError {
+	var be *event.BodyError
+	if !errors.As(err, &be) {
+		return errorf(http.StatusBadRequest, "%v", err)
+	}
+	status := http.StatusBadRequest
+	if errors.Is(err, event.ErrTooManyEvents) {
+		status = http.StatusRequestEntityTooLarge
+	}
+	return &httpError{status: status, msg: be.Msg, offset: be.Offset}
+}
+
+type errorBody struct {
+	Error  string `json:"error"`
+	Offset *int64 `json:"offset,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, e *httpError) {
+	b := errorBody{Error: e.msg}
+	if e.offset >= 0 {
+		b.Offset = &e.offset
+	}
+	writeJSON(w, e.status, b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

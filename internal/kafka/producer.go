@@ -1,0 +1,267 @@
+// Package kafka wraps franz-go for inlet: an idempotent, acks=all producer
+// with bounded memory, delivery by ack policy, metrics, and error
+// classification.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/event"
+)
+
+// Config configures the producer. The zero value is not valid; start from
+// DefaultConfig.
+type Config struct {
+	Brokers     []string
+	ClientID    string
+	Compression string        // none, gzip, snappy, lz4, zstd
+	Linger      time.Duration // how long a partition batch may wait to fill
+	// MaxBufferedBytes bounds the memory of records not yet acknowledged by
+	// Kafka. When it is reached, TryProduce fails at once with ErrFull.
+	MaxBufferedBytes int
+	// MaxBufferedRecords bounds the number of records not yet acknowledged.
+	MaxBufferedRecords int
+	// BatchMaxBytes caps one partition batch (and so one record).
+	BatchMaxBytes int32
+	// DeliveryTimeout bounds how long a record may wait for Kafka before it
+	// fails (kgo.RecordDeliveryTimeout); 0 means retry until the context
+	// of the request is done.
+	DeliveryTimeout time.Duration
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		ClientID:           "inlet",
+		Compression:        "lz4",
+		Linger:             5 * time.Millisecond,
+		MaxBufferedBytes:   64 << 20,
+		MaxBufferedRecords: 100_000,
+		BatchMaxBytes:      1 << 20,
+		DeliveryTimeout:    2 * time.Minute,
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		return errors.New("kafka: no brokers")
+	}
+	if _, err := codec(c.Compression); err != nil {
+		return err
+	}
+	if c.MaxBufferedBytes <= 0 || c.MaxBufferedRecords <= 0 {
+		return errors.New("kafka: max buffered bytes and records must be positive")
+	}
+	if c.Linger < 0 || c.DeliveryTimeout < 0 {
+		return errors.New("kafka: linger and delivery timeout must not be negative")
+	}
+	return nil
+}
+
+func codec(name string) (kgo.CompressionCodec, error) {
+	switch strings.ToLower(name) {
+	case "none", "":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.NoCompression(), fmt.Errorf("kafka: unknown compression %q (want none, gzip, snappy, lz4 or zstd)", name)
+}
+
+// ErrFull is returned when the producer's buffer is full: the caller should
+// push back (HTTP 503 with Retry-After) rather than wait.
+var ErrFull = errors.New("kafka: producer buffer full")
+
+// Producer is an idempotent, acks=all producer. It is safe for concurrent use.
+type Producer struct {
+	cfg     Config
+	cl      *kgo.Client
+	log     *slog.Logger
+	metrics *Metrics
+
+	closeOnce sync.Once
+}
+
+// NewProducer creates a producer. It does not contact the brokers; use Ping.
+// metrics may be nil.
+func NewProducer(cfg Config, log *slog.Logger, metrics *Metrics) (*Producer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cc, _ := codec(cfg.Compression)
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(cfg.ClientID),
+		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is on by default with acks=all
+		kgo.ProducerBatchCompression(cc),
+		kgo.ProducerLinger(cfg.Linger),
+		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
+		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
+		kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes),
+		kgo.AllowAutoTopicCreation(),
+		kgo.WithHooks(metrics),
+		kgo.WithLogger(kgoLogger{log}),
+	}
+	if cfg.DeliveryTimeout > 0 {
+		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("creating kafka client: %w", err)
+	}
+	metrics.bufferedBytes(cl)
+	return &Producer{cfg: cfg, cl: cl, log: log, metrics: metrics}, nil
+}
+
+// Client returns the underlying client, for reading metadata.
+func (p *Producer) Client() *kgo.Client { return p.cl }
+
+// Ping issues a real metadata request to the brokers and reports whether it
+// succeeded.
+func (p *Producer) Ping(ctx context.Context) error {
+	if err := p.cl.Ping(ctx); err != nil {
+		return fmt.Errorf("pinging kafka: %w", err)
+	}
+	return nil
+}
+
+func toKgo(r *event.Record) *kgo.Record {
+	kr := &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value}
+	if len(r.Headers) > 0 {
+		kr.Headers = make([]kgo.RecordHeader, len(r.Headers))
+		for i, h := range r.Headers {
+			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
+		}
+	}
+	if len(kr.Key) == 0 {
+		kr.Key = nil
+	}
+	return kr
+}
+
+// ProduceSync delivers recs and blocks until Kafka acknowledged every one of
+// them (acks=all), one failed, or ctx is done. It returns nil only when all
+// were acknowledged. It fails at once with ErrFull when the buffer cannot take
+// recs. Records outlive ctx: once enqueued they are delivered or fail by the
+// delivery timeout, so a request that gave up may still land (at-least-once).
+func (p *Producer) ProduceSync(ctx context.Context, recs []event.Record) error {
+	if !p.room(recs) {
+		return ErrFull
+	}
+	start := time.Now()
+	var (
+		mu      sync.Mutex
+		ferr    error
+		pending = len(recs)
+		done    = make(chan struct{})
+	)
+	promise := func(_ *kgo.Record, err error) {
+		mu.Lock()
+		if err != nil && ferr == nil {
+			ferr = err
+		}
+		pending--
+		if pending == 0 {
+			close(done)
+		}
+		mu.Unlock()
+	}
+	for i := range recs {
+		// Not ctx: kgo cancels a whole partition batch when its first
+		// record's context ends, which would fail other requests' events.
+		p.cl.TryProduce(context.Background(), toKgo(&recs[i]), promise)
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for kafka acknowledgement: %w", ctx.Err())
+	}
+	mu.Lock()
+	err := ferr
+	mu.Unlock()
+	if err != nil {
+		return classify(err)
+	}
+	p.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// TryProduce enqueues recs for delivery without waiting for Kafka. It fails
+// at once with ErrFull, enqueuing nothing, when the buffer cannot take recs.
+// Delivery failures after that are logged and counted in
+// inlet_producer_undelivered_records_total: with ack=none they are lost.
+func (p *Producer) TryProduce(recs []event.Record) error {
+	if !p.room(recs) {
+		return ErrFull
+	}
+	start := time.Now()
+	for i := range recs {
+		p.cl.TryProduce(context.Background(), toKgo(&recs[i]), func(r *kgo.Record, err error) {
+			if err == nil {
+				p.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
+				return
+			}
+			p.metrics.Undelivered.Inc()
+			p.log.Error("record not delivered", "topic", r.Topic, "err", err)
+		})
+	}
+	return nil
+}
+
+// room reports whether the buffer can take recs while keeping a tenth of it
+// free, so that concurrent requests that passed this check together are
+// unlikely to hit the hard limit in kgo (which fails records after they were
+// accepted). The check is advisory; kgo's limit is the hard bound.
+func (p *Producer) room(recs []event.Record) bool {
+	n := 0
+	for i := range recs {
+		n += recs[i].Size()
+	}
+	limit := int64(p.cfg.MaxBufferedBytes) * 9 / 10
+	return p.cl.BufferedProduceBytes()+int64(n) <= limit &&
+		p.cl.BufferedProduceRecords()+int64(len(recs)) <= int64(p.cfg.MaxBufferedRecords)*9/10
+}
+
+func classify(err error) error {
+	if errors.Is(err, kgo.ErrMaxBuffered) {
+		return ErrFull
+	}
+	return fmt.Errorf("producing to kafka: %w", err)
+}
+
+// Flush waits until every buffered record is acknowledged or ctx is done.
+func (p *Producer) Flush(ctx context.Context) error {
+	return p.cl.Flush(ctx)
+}
+
+// Close flushes what is buffered (bounded by ctx) and closes the client.
+// Records still unacknowledged when ctx ends fail.
+func (p *Producer) Close(ctx context.Context) error {
+	var err error
+	p.closeOnce.Do(func() {
+		err = p.cl.Flush(ctx)
+		if err != nil {
+			p.log.Error("flushing on close", "err", err, "buffered_records", p.cl.BufferedProduceRecords())
+		}
+		p.cl.Close()
+	})
+	return err
+}
