@@ -140,8 +140,9 @@ func checkSyntax(body []byte) error {
 func jsonBodyError(err error) *BodyError {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return &BodyError{Err: ErrMalformed, Offset: se.Offset,
-			Msg: fmt.Sprintf("malformed JSON at byte offset %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))}
+		off := syntaxOffset(se)
+		return &BodyError{Err: ErrMalformed, Offset: off,
+			Msg: fmt.Sprintf("malformed JSON at byte offset %d: %s", off, strings.TrimPrefix(se.Error(), "json: "))}
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
@@ -149,6 +150,16 @@ func jsonBodyError(err error) *BodyError {
 			Msg: fmt.Sprintf("at byte offset %d: %q must be an array of events, got %s", te.Offset, te.Field, te.Value)}
 	}
 	return &BodyError{Err: ErrMalformed, Offset: -1, Msg: "malformed JSON: " + err.Error()}
+}
+
+// syntaxOffset is the 0-based offset of the byte a syntax error is about,
+// or the length of the input when it ended too early. (encoding/json counts
+// the bytes read, one past the offending byte.)
+func syntaxOffset(se *json.SyntaxError) int64 {
+	if se.Offset > 0 && !strings.Contains(se.Error(), "unexpected end") {
+		return se.Offset - 1
+	}
+	return se.Offset
 }
 
 // splitLines returns the non-blank lines of body. It stops early once it has
@@ -252,8 +263,9 @@ func Parse(raw []byte, maxEventBytes int) (Event, *Invalid) {
 	if err := dec.Decode(&w); err != nil {
 		return Event{}, decodeInvalid(raw, err)
 	}
-	if dec.More() {
-		return Event{}, invalid(ReasonMalformed, "malformed JSON at byte offset %d: data after the event object", dec.InputOffset())
+	// Decoder.More reports false before ']' or '}', so look at the rest itself.
+	if end := int(dec.InputOffset()); firstNonSpace(raw[end:]) >= 0 {
+		return Event{}, invalid(ReasonMalformed, "malformed JSON at byte offset %d: data after the event object", end+firstNonSpace(raw[end:]))
 	}
 	var e Event
 	if w.Event == nil || *w.Event == "" {
@@ -320,11 +332,15 @@ func isNull(v json.RawMessage) bool { return string(v) == "null" }
 func decodeInvalid(raw []byte, err error) *Invalid {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return invalid(ReasonBadField, "%q must be a %s, got %s", te.Field, kindOf(te.Type.String()), te.Value)
+		got := te.Value
+		if got == "bool" {
+			got = "boolean"
+		}
+		return invalid(ReasonBadField, "%q must be a %s, got %s", te.Field, kindOf(te.Type.String()), got)
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return invalid(ReasonMalformed, "malformed JSON at byte offset %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+		return invalid(ReasonMalformed, "malformed JSON at byte offset %d: %s", syntaxOffset(se), strings.TrimPrefix(se.Error(), "json: "))
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return syntaxInvalid(raw)
@@ -340,7 +356,7 @@ func syntaxInvalid(raw []byte) *Invalid {
 	err := json.Unmarshal(raw, &v)
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
-		return invalid(ReasonMalformed, "malformed JSON at byte offset %d: %s", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+		return invalid(ReasonMalformed, "malformed JSON at byte offset %d: %s", syntaxOffset(se), strings.TrimPrefix(se.Error(), "json: "))
 	}
 	return invalid(ReasonMalformed, "malformed JSON")
 }
@@ -387,7 +403,11 @@ func (e *Event) Enrich(m Meta) {
 	e.IP = m.IP
 	ua := m.UA
 	if len(ua) > MaxUABytes {
-		ua = ua[:MaxUABytes]
+		cut := MaxUABytes
+		for cut > 0 && !utf8.RuneStart(ua[cut]) {
+			cut-- // do not split a character
+		}
+		ua = ua[:cut]
 	}
 	e.UA = ua
 }

@@ -6,6 +6,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"time"
 )
@@ -88,10 +89,15 @@ func (r *Record) Size() int {
 // Record encodes e as the record delivered to topic: the JSON value, the key
 // and the id/name/content-type headers.
 func (e *Event) Record(topic string) (Record, error) {
-	v, err := json.Marshal(e)
-	if err != nil {
+	// No HTML escaping: the value keeps props as the client sent them
+	// (compacted), not with <, > and & rewritten as \u003c...
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
 		return Record{}, err
 	}
+	v := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	return Record{
 		Topic: topic,
 		Key:   []byte(e.Key()),
