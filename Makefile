@@ -1,0 +1,39 @@
+# inlet — make targets. `make test` is what CI runs (.ci/run).
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/inlet-dev/inlet/internal/app.Version=$(VERSION)
+
+.PHONY: build run test test-short fuzz bench services-start services-stop clean
+
+## build: a static binary ./inlet (no cgo)
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o inlet ./cmd/inlet
+
+## run: inlet serve on the embedded development broker
+run:
+	$(GO) run ./cmd/inlet serve
+
+## test: every test, against a real Kafka broker and Redis that it installs, starts and stops
+test:
+	scripts/test.sh
+
+## test-short: unit and end-to-end tests on the in-process development broker, no services
+test-short:
+	$(GO) test -short -count=1 ./...
+
+## fuzz: fuzz the batch decoder for FUZZTIME (default 1m)
+FUZZTIME ?= 1m
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzSplitParse -fuzztime=$(FUZZTIME) ./internal/event/
+
+## bench: Go micro-benchmarks (decode+validate+enrich per event)
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
+
+services-start:
+	scripts/services.sh start
+services-stop:
+	scripts/services.sh stop
+
+clean:
+	rm -rf inlet .inlet

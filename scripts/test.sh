@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Runs every test of inlet against real services, on a fresh machine too:
+# installs and starts Apache Kafka (single-node KRaft, from Maven Central)
+# and Redis (Debian's redis-server), runs gofmt, go vet and go test -race,
+# then stops the services, whether the tests passed or not.
+#
+# Usage: scripts/test.sh [go test flags...]     (default: -race -count=1 ./...)
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+if ! command -v go >/dev/null 2>&1; then
+	echo "test.sh: Go is not installed; install Go 1.26 or newer (https://go.dev/doc/install)" >&2
+	exit 1
+fi
+
+echo "== starting Kafka and Redis" >&2
+trap 'echo "== stopping Kafka and Redis" >&2; scripts/services.sh stop' EXIT
+eval "$(scripts/services.sh start)"
+export INLET_TEST_BROKERS="$INLET_KAFKA_BROKERS"
+export INLET_TEST_REDIS="$INLET_REDIS_ADDR"
+export INLET_TEST_REQUIRE_KAFKA=1
+echo "== Kafka at $INLET_TEST_BROKERS, Redis at $INLET_TEST_REDIS" >&2
+
+echo "== gofmt and go vet" >&2
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.cache/*'))"
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+go vet ./...
+
+echo "== go test" >&2
+if [ $# -eq 0 ]; then
+	set -- -race -count=1 ./...
+fi
+go test "$@"
