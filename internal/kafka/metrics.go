@@ -41,6 +41,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Records that failed to produce (any ack mode).",
 		}),
 	}
+	for _, op := range []string{"connect", "write", "read"} {
+		m.BrokerErrors.WithLabelValues(op) // export zeros
+	}
 	if reg != nil {
 		reg.MustRegister(m.ProduceLatency, m.Undelivered, m.BrokerErrors, m.RecordErrors)
 	}

@@ -1,0 +1,357 @@
+package app
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+func gz(tb testing.TB, b []byte) []byte {
+	var buf bytes.Buffer
+	w := gzip.NewWriter(&buf)
+	if _, err := w.Write(b); err != nil {
+		tb.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func zst(tb testing.TB, b []byte) []byte {
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer enc.Close()
+	return enc.EncodeAll(b, nil)
+}
+
+// TestIngestFormats sends the same kind of events in every accepted layout
+// and encoding and checks each arrives in Kafka, enriched, exactly once.
+func TestIngestFormats(t *testing.T) {
+	brokers := testBrokers(t)
+	five := []byte(`[
+		{"event":"page_view","uid":"u1","props":{"path":"/","n":1.5}},
+		{"event":"click","anon_id":"a1","context":{"lib":"js"}},
+		{"event":"signup","id":"client-id-1"},
+		{"event":"page_view2","uid":"u2","anon_id":"a2","ts":1767225600000},
+		{"event":"purchase","uid":"u1","ts":"2026-01-01T00:00:00Z","props":{"total":9.5}}]`)
+	ndjson := []byte("{\"event\":\"page_view\",\"uid\":\"u1\",\"props\":{\"path\":\"/\",\"n\":1.5}}\r\n\n" +
+		"{\"event\":\"click\",\"anon_id\":\"a1\",\"context\":{\"lib\":\"js\"}}\n" +
+		"{\"event\":\"signup\",\"id\":\"client-id-1\"}\n" +
+		"{\"event\":\"page_view2\",\"uid\":\"u2\",\"anon_id\":\"a2\",\"ts\":1767225600000}\n" +
+		"{\"event\":\"purchase\",\"uid\":\"u1\",\"ts\":\"2026-01-01T00:00:00Z\",\"props\":{\"total\":9.5}}")
+	wrapped := append(append([]byte(`{"batch":`), five...), '}')
+
+	cases := []struct {
+		name    string
+		body    []byte
+		headers []string
+	}{
+		{"json array", five, []string{"Content-Type", "application/json"}},
+		{"batch object", wrapped, []string{"Content-Type", "application/json; charset=utf-8"}},
+		{"ndjson", ndjson, []string{"Content-Type", "application/x-ndjson"}},
+		{"sendBeacon text/plain", five, []string{"Content-Type", "text/plain;charset=UTF-8"}},
+		{"gzip", gz(t, five), []string{"Content-Type", "application/json", "Content-Encoding", "gzip"}},
+		{"zstd", zst(t, five), []string{"Content-Type", "application/json", "Content-Encoding", "zstd"}},
+		{"gzip ndjson", gz(t, ndjson), []string{"Content-Type", "application/x-ndjson", "Content-Encoding", "gzip"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			topic := uniqueTopic(t)
+			g := startGateway(t, testConfig(brokers, topic))
+			r := do(t, "POST", "http://"+g.Addr()+"/v1/batch", tc.body, append(tc.headers, "User-Agent", "inlet-test/1")...)
+			if r.status != http.StatusOK {
+				t.Fatalf("answer %s, want 200", r)
+			}
+			if acc, rej := decodeAnswer(t, r); acc != 5 || len(rej) != 0 {
+				t.Fatalf("answer %s, want 5 accepted and none rejected", r)
+			}
+			recs := byName(consumeN(t, brokers, topic, 5))
+			checkFive(t, recs)
+		})
+	}
+}
+
+// checkFive checks the five events of TestIngestFormats as delivered.
+func checkFive(t *testing.T, recs map[string]record) {
+	t.Helper()
+	wantKeys := map[string]string{"page_view": "u1", "click": "a1", "signup": "client-id-1", "page_view2": "u2", "purchase": "u1"}
+	for name, key := range wantKeys {
+		r, ok := recs[name]
+		if !ok {
+			t.Fatalf("event %q not delivered; got %v", name, recs)
+		}
+		if r.key != key {
+			t.Errorf("%s: key %q, want %q", name, r.key, key)
+		}
+		f := r.fields
+		if f["event"] != name || f["ip"] != "127.0.0.1" || f["ua"] != "inlet-test/1" {
+			t.Errorf("%s: value %s: want event, ip 127.0.0.1 and ua", name, r.value)
+		}
+		ra, _ := f["received_at"].(string)
+		if ts, err := time.Parse(time.RFC3339Nano, ra); err != nil || time.Since(ts) > time.Minute || time.Since(ts) < 0 {
+			t.Errorf("%s: received_at %q is not a recent RFC 3339 time", name, ra)
+		}
+		id, _ := f["id"].(string)
+		if id == "" || r.headers["inlet-event-id"] != id || r.headers["inlet-event-name"] != name {
+			t.Errorf("%s: id %q, headers %v: want the id in value and header", name, id, r.headers)
+		}
+		if r.headers["content-type"] != "application/json" {
+			t.Errorf("%s: content-type header %q", name, r.headers["content-type"])
+		}
+	}
+	if got := recs["signup"].fields["id"]; got != "client-id-1" {
+		t.Errorf("client id not kept: %v", got)
+	}
+	if id, _ := recs["click"].fields["id"].(string); len(id) != 36 || id[14] != '7' {
+		t.Errorf("generated id %q is not a UUIDv7", id)
+	}
+	if p := recs["page_view"].fields["props"].(map[string]any); p["path"] != "/" || p["n"] != 1.5 {
+		t.Errorf("props not delivered as sent: %s", recs["page_view"].value)
+	}
+	if c := recs["click"].fields["context"].(map[string]any); c["lib"] != "js" {
+		t.Errorf("context not delivered as sent: %s", recs["click"].value)
+	}
+	if recs["page_view2"].fields["ts"] != 1767225600000.0 || recs["purchase"].fields["ts"] != "2026-01-01T00:00:00Z" {
+		t.Errorf("ts not delivered as sent: %s / %s", recs["page_view2"].value, recs["purchase"].value)
+	}
+}
+
+func TestTrackAndPixel(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := uniqueTopic(t)
+	g := startGateway(t, testConfig(brokers, topic))
+	base := "http://" + g.Addr()
+
+	r := do(t, "POST", base+"/v1/track", []byte(`{"event":"track_one","uid":"t1"}`), "Content-Type", "application/json")
+	if r.status != 200 || !strings.Contains(string(r.body), `"accepted":1`) {
+		t.Fatalf("track: %s", r)
+	}
+	r = do(t, "GET", base+"/i?e=pixel_fields&uid=p1&p.path=%2Fhome&c.ref=ad&ts=1767225600000&cb=123", nil)
+	checkGIF(t, r, http.StatusOK)
+	data := base64.RawURLEncoding.EncodeToString([]byte(`{"event":"pixel_data","anon_id":"d1","props":{"a":[1,2]}}`))
+	r = do(t, "GET", base+"/i.gif?data="+data, nil)
+	checkGIF(t, r, http.StatusOK)
+	// Invalid pixel events still get the image, and go to the dead-letter topic.
+	checkGIF(t, do(t, "GET", base+"/i?uid=no-name", nil), http.StatusOK)
+	checkGIF(t, do(t, "GET", base+"/i?data=!!!", nil), http.StatusOK)
+
+	recs := byName(consumeN(t, brokers, topic, 3))
+	if f := recs["track_one"]; f.key != "t1" {
+		t.Errorf("track: %s key %q", f.value, f.key)
+	}
+	pf := recs["pixel_fields"]
+	if pf.key != "p1" || pf.fields["props"].(map[string]any)["path"] != "/home" ||
+		pf.fields["context"].(map[string]any)["ref"] != "ad" || pf.fields["ts"] != 1767225600000.0 {
+		t.Errorf("pixel fields: %s", pf.value)
+	}
+	if _, ok := pf.fields["cb"]; ok {
+		t.Errorf("cache buster leaked into the event: %s", pf.value)
+	}
+	if pd := recs["pixel_data"]; pd.key != "d1" || fmt.Sprint(pd.fields["props"]) != "map[a:[1 2]]" {
+		t.Errorf("pixel data=: %s", pd.value)
+	}
+	dead := consumeN(t, brokers, topic+".invalid", 2)
+	reasons := dead[0].headers["inlet-error"] + " | " + dead[1].headers["inlet-error"]
+	if !strings.Contains(reasons, `"event" is required`) || !strings.Contains(reasons, "base64") {
+		t.Errorf("dead-letter reasons %q", reasons)
+	}
+}
+
+func checkGIF(t *testing.T, r response, status int) {
+	t.Helper()
+	if r.status != status || r.header.Get("Content-Type") != "image/gif" || !bytes.HasPrefix(r.body, []byte("GIF89a")) {
+		t.Fatalf("pixel answer %d %q %q, want %d and a GIF", r.status, r.header.Get("Content-Type"), r.body, status)
+	}
+	if cc := r.header.Get("Cache-Control"); !strings.Contains(cc, "no-store") || !strings.Contains(cc, "no-cache") {
+		t.Errorf("pixel Cache-Control %q", cc)
+	}
+}
+
+func TestCORS(t *testing.T) {
+	brokers := testBrokers(t)
+	cfg := testConfig(brokers, uniqueTopic(t))
+	cfg.Ingest.AllowedOrigins = []string{"https://shop.example"}
+	g := startGateway(t, cfg)
+	url := "http://" + g.Addr() + "/v1/batch"
+
+	r := do(t, "OPTIONS", url, nil, "Origin", "https://shop.example", "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "content-type")
+	if r.status != http.StatusNoContent || r.header.Get("Access-Control-Allow-Origin") != "https://shop.example" ||
+		!strings.Contains(r.header.Get("Access-Control-Allow-Methods"), "POST") ||
+		!strings.Contains(strings.ToLower(r.header.Get("Access-Control-Allow-Headers")), "content-type") {
+		t.Fatalf("preflight from an allowed origin: %d %v", r.status, r.header)
+	}
+	r = do(t, "OPTIONS", url, nil, "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
+	if r.status != http.StatusForbidden || r.header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight from another origin: %d %v", r.status, r.header)
+	}
+	r = do(t, "POST", url, []byte(`[{"event":"e"}]`), "Content-Type", "text/plain", "Origin", "https://shop.example")
+	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != "https://shop.example" {
+		t.Fatalf("simple request from an allowed origin: %s %v", r, r.header)
+	}
+}
+
+func TestPartialBatch(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := uniqueTopic(t)
+	g := startGateway(t, testConfig(brokers, topic))
+	big := `{"event":"big","props":{"x":"` + strings.Repeat("a", 33<<10) + `"}}`
+	body := `[{"event":"ok1"},{"event":5},"just a string",{"props":{}},{"event":"ok2","props":[1]},` + big +
+		`,{"event":"ok3","extra":1},{"event":"` + strings.Repeat("é", 129) + `"},{"event":"ok4","id":""},{"event":"ok5"}]`
+	r := do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(body), "Content-Type", "application/json")
+	if r.status != 200 {
+		t.Fatalf("answer %s, want 200", r)
+	}
+	acc, rej := decodeAnswer(t, r)
+	want := map[int]string{
+		1: `"event" must be a string, got number`,
+		2: "event must be a JSON object, got string",
+		3: `"event" is required`,
+		4: `"props" must be a JSON object, got array`,
+		5: "the limit is 32768",
+		6: `unknown field "extra"`,
+		7: `"event" is 129 characters; the limit is 128`,
+		8: `"id" must be a non-empty string`,
+	}
+	if acc != 2 || len(rej) != len(want) {
+		t.Fatalf("answer %s: want 2 accepted, %d rejected", r, len(want))
+	}
+	for i, msg := range want {
+		if !strings.Contains(rej[i], msg) {
+			t.Errorf("rejection %d: %q, want it to say %q", i, rej[i], msg)
+		}
+	}
+	recs := byName(consumeN(t, brokers, topic, 2))
+	if _, ok := recs["ok1"]; !ok {
+		t.Errorf("ok1 not delivered")
+	}
+	if _, ok := recs["ok5"]; !ok {
+		t.Errorf("ok5 not delivered")
+	}
+	dead := consumeN(t, brokers, topic+".invalid", len(want))
+	got := map[string]bool{}
+	for _, d := range dead {
+		got[d.headers["inlet-error"]] = true
+		if d.headers["inlet-reason"] == "" || d.headers["inlet-received-at"] == "" {
+			t.Errorf("dead letter without reason or time: %v", d.headers)
+		}
+	}
+	for i, msg := range rej {
+		if !got[msg] {
+			t.Errorf("rejected event %d (%s) is not in the dead-letter topic", i, msg)
+		}
+	}
+
+	// A batch where every event is invalid is a 400, and still dead-lettered.
+	r = do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(`[{"nope":1}]`), "Content-Type", "application/json")
+	if acc, rej := decodeAnswer(t, r); r.status != 400 || acc != 0 || len(rej) != 1 {
+		t.Fatalf("all-invalid batch: %s", r)
+	}
+}
+
+// TestBadInput sends every kind of bad request and checks its status and
+// message, then checks that nothing of them reached the events topic.
+func TestBadInput(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := uniqueTopic(t)
+	cfg := testConfig(brokers, topic)
+	g := startGateway(t, cfg)
+	base := "http://" + g.Addr()
+	json := []string{"Content-Type", "application/json"}
+
+	var many bytes.Buffer
+	many.WriteString("[")
+	for i := 0; i < 501; i++ {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		fmt.Fprintf(&many, `{"event":"e%d"}`, i)
+	}
+	many.WriteString("]")
+	bomb := make([]byte, 20<<20) // 20 MiB of zeros: a few KiB compressed
+	huge := append(append([]byte(`[{"event":"x","props":{"s":"`), bytes.Repeat([]byte("a"), 1<<20)...), []byte(`"}}]`)...)
+
+	cases := []struct {
+		name    string
+		method  string
+		path    string
+		body    []byte
+		headers []string
+		status  int
+		msg     string
+	}{
+		{"malformed json", "POST", "/v1/batch", []byte(`[{"event":"a"},{"event":`), json, 400, "malformed JSON at byte offset 24"},
+		{"garbage", "POST", "/v1/batch", []byte(`hello`), json, 400, "malformed JSON at byte offset 0"},
+		{"trailing data", "POST", "/v1/batch", []byte(`[{"event":"a"}] x`), json, 400, "malformed JSON at byte offset"},
+		{"object without batch", "POST", "/v1/batch", []byte(`{"event":"a"}`), json, 400, `no "batch"`},
+		{"batch not array", "POST", "/v1/batch", []byte(`{"batch":{"event":"a"}}`), json, 400, `"batch" must be an array`},
+		{"empty body", "POST", "/v1/batch", nil, json, 400, "empty body"},
+		{"empty batch", "POST", "/v1/batch", []byte(`[]`), json, 400, "no events"},
+		{"too many events", "POST", "/v1/batch", many.Bytes(), json, 413, "more than 500 events"},
+		{"too many ndjson events", "POST", "/v1/batch", bytes.ReplaceAll(bytes.Trim(many.Bytes(), "[]"), []byte("},{"), []byte("}\n{")),
+			[]string{"Content-Type", "application/x-ndjson"}, 413, "more than 500 events"},
+		{"body too large", "POST", "/v1/batch", huge, json, 413, "the limit is 1048576"},
+		{"gzip bomb", "POST", "/v1/batch", gz(t, bomb), append(json, "Content-Encoding", "gzip"), 413, "decompressed body exceeds 8388608 bytes"},
+		{"zstd bomb", "POST", "/v1/batch", zst(t, bomb), append(json, "Content-Encoding", "zstd"), 413, "decompressed body exceeds 8388608 bytes"},
+		{"not gzip", "POST", "/v1/batch", []byte(`[{"event":"a"}]`), append(json, "Content-Encoding", "gzip"), 400, "not valid gzip"},
+		{"not zstd", "POST", "/v1/batch", []byte(`[{"event":"a"}]`), append(json, "Content-Encoding", "zstd"), 400, "not valid zstd"},
+		{"unknown encoding", "POST", "/v1/batch", []byte(`[{"event":"a"}]`), append(json, "Content-Encoding", "br"), 415, `Content-Encoding "br"`},
+		{"wrong content type", "POST", "/v1/batch", []byte(`[{"event":"a"}]`), []string{"Content-Type", "text/csv"}, 415, "text/csv is not supported"},
+		{"form content type", "POST", "/v1/batch", []byte(`[{"event":"a"}]`), []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "not supported"},
+		{"bad content type", "POST", "/v1/batch", []byte(`[{"event":"a"}]`), []string{"Content-Type", "a/b; ==="}, 415, "cannot be parsed"},
+		{"wrong method", "GET", "/v1/batch", nil, nil, 405, "method GET is not allowed on /v1/batch"},
+		{"wrong method track", "PUT", "/v1/track", []byte(`{"event":"a"}`), json, 405, "use POST"},
+		{"wrong method pixel", "POST", "/i", nil, nil, 405, "use GET"},
+		{"track array", "POST", "/v1/track", []byte(`[{"event":"a"}]`), json, 400, "send arrays to /v1/batch"},
+		{"track ndjson", "POST", "/v1/track", []byte(`{"event":"a"}`), []string{"Content-Type", "application/x-ndjson"}, 415, "/v1/track takes one JSON event"},
+		{"track malformed", "POST", "/v1/track", []byte(`{"event":"a"`), json, 400, "malformed JSON at byte offset 12"},
+		{"invalid event", "POST", "/v1/track", []byte(`{"event":""}`), json, 400, `"event" is required`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := do(t, tc.method, base+tc.path, tc.body, tc.headers...)
+			text := strings.ReplaceAll(string(r.body), `\"`, `"`)
+			if r.status != tc.status || !strings.Contains(text, tc.msg) {
+				t.Fatalf("answer %d %s, want %d with %q", r.status, r.body, tc.status, tc.msg)
+			}
+			if tc.status == 405 && r.header.Get("Allow") == "" {
+				t.Errorf("405 without Allow header")
+			}
+			if !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
+				t.Errorf("error answer Content-Type %q, want application/json", r.header.Get("Content-Type"))
+			}
+		})
+	}
+	// Nothing of the above reached the events topic: a sentinel sent last
+	// is the first and only record there.
+	r := do(t, "POST", base+"/v1/track", []byte(`{"event":"sentinel"}`), json...)
+	if r.status != 200 {
+		t.Fatalf("sentinel: %s", r)
+	}
+	recs := consume(t, brokers, topic, 30*time.Second, func(r []record) bool {
+		for _, x := range r {
+			if x.fields["event"] == "sentinel" {
+				return true
+			}
+		}
+		return false
+	})
+	if len(recs) != 1 {
+		names := []string{}
+		for _, x := range recs {
+			names = append(names, fmt.Sprint(x.fields["event"]))
+		}
+		t.Fatalf("events topic holds %v, want only the sentinel", names)
+	}
+}
