@@ -79,7 +79,7 @@ func startGateway(tb testing.TB, cfg ServeConfig) *Gateway {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
 		_ = g.Shutdown(ctx)
 	})

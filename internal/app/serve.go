@@ -297,7 +297,7 @@ var (
 
 // registerServe binds cfg's fields to flags.
 func registerServe(fs *flag.FlagSet, cfg *ServeConfig, brokers *listFlag, origins *listFlag, proxies *string,
-	bodyBytes, decompBytes, eventBytes, bufBytes *byteSize) {
+	bodyBytes, decompBytes, eventBytes, bufBytes, inflight *byteSize) {
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address (host:port)")
 	fs.Var(brokers, "brokers", "Kafka seed brokers, comma-separated host:port; empty starts the embedded development broker")
 	fs.StringVar(&cfg.Ack, "ack", cfg.Ack, "when to answer: kafka (200 after Kafka acknowledged every event) or none (202 after enqueue in memory)")
@@ -310,6 +310,7 @@ func registerServe(fs *flag.FlagSet, cfg *ServeConfig, brokers *listFlag, origin
 	fs.Var(bodyBytes, "max-body-bytes", "largest request body as sent (413 past it)")
 	fs.Var(decompBytes, "max-decompressed-bytes", "largest request body after gzip/zstd decompression (413 past it)")
 	fs.IntVar(&cfg.Ingest.MaxEvents, "max-events", cfg.Ingest.MaxEvents, "most events in one request (413 past it)")
+	fs.Var(inflight, "max-inflight-bytes", "request bodies held in memory at once, across all requests (503 past it)")
 	fs.Var(eventBytes, "max-event-bytes", "largest event (rejected and dead-lettered past it)")
 	fs.DurationVar(&cfg.Ingest.WriteTimeout, "produce-timeout", cfg.Ingest.WriteTimeout, "how long a request waits for Kafka's acknowledgement before 503 (ack=kafka)")
 	fs.DurationVar(&cfg.Ingest.RetryAfter, "retry-after", cfg.Ingest.RetryAfter, "Retry-After sent with 503 answers")
@@ -340,7 +341,8 @@ func ParseServe(args []string, env Env) (ServeConfig, *logConfig, error) {
 	decompBytes := byteSize(cfg.Ingest.MaxDecompressedBytes)
 	eventBytes := byteSize(cfg.Ingest.MaxEventBytes)
 	bufBytes := byteSize(cfg.Kafka.MaxBufferedBytes)
-	registerServe(fs, &cfg, &brokers, &origins, &proxies, &bodyBytes, &decompBytes, &eventBytes, &bufBytes)
+	inflight := byteSize(cfg.Ingest.MaxInflightBytes)
+	registerServe(fs, &cfg, &brokers, &origins, &proxies, &bodyBytes, &decompBytes, &eventBytes, &bufBytes, &inflight)
 	lc := &logConfig{}
 	lc.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {
@@ -352,6 +354,7 @@ func ParseServe(args []string, env Env) (ServeConfig, *logConfig, error) {
 	cfg.Ingest.MaxDecompressedBytes = int64(decompBytes)
 	cfg.Ingest.MaxEventBytes = int(eventBytes)
 	cfg.Kafka.MaxBufferedBytes = int(bufBytes)
+	cfg.Ingest.MaxInflightBytes = int64(inflight)
 	var err error
 	if cfg.Ingest.TrustedProxies, err = ingest.ParseProxies(proxies); err != nil {
 		return cfg, nil, fmt.Errorf("--trusted-proxies: %w", err)

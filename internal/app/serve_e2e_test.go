@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -11,8 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,6 +52,7 @@ func TestBrokerUnreachable(t *testing.T) {
 	cfg.Ingest.WriteTimeout = 300 * time.Millisecond
 	cfg.Ingest.RetryAfter = 3 * time.Second
 	cfg.Kafka.MaxBufferedBytes = 4 << 10
+	cfg.ShutdownTimeout = time.Second // nothing can be flushed anyway
 	g := startGateway(t, cfg)
 	base := "http://" + g.Addr()
 
@@ -299,6 +299,104 @@ func waitReady(t *testing.T, base string) {
 	}
 }
 
-var _ = regexp.MustCompile
-var _ = strconv.Itoa
-var _ = context.Background
+// TestInflightBudget: request bodies held at once are bounded; past the
+// budget inlet answers 503 with Retry-After instead of growing.
+func TestInflightBudget(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := uniqueTopic(t)
+	cfg := testConfig(brokers, topic)
+	cfg.Ingest.MaxBodyBytes = 64 << 10
+	cfg.Ingest.MaxDecompressedBytes = 64 << 10
+	cfg.Ingest.MaxInflightBytes = 100 << 10 // room for one 64 KiB body, not two
+	g := startGateway(t, cfg)
+
+	// A client that sends 60 KiB of its body and stalls holds 60 KiB.
+	c, err := net.Dial("tcp", g.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 62<<10)
+	c.Write(append([]byte(`[{"event":"slow","props":{"s":"`), bytes.Repeat([]byte("a"), 60<<10)...))
+	time.Sleep(300 * time.Millisecond)
+
+	ev := `{"event":"second","props":{"s":"` + strings.Repeat("b", 10<<10) + `"}}`
+	body := []byte("[" + strings.Repeat(ev+",", 4) + ev + "]") // 50 KiB in five events
+	r := do(t, "POST", "http://"+g.Addr()+"/v1/batch", body, "Content-Type", "application/json")
+	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "too many request bodies") {
+		t.Fatalf("second large body while the first is held: %s, want 503 with Retry-After", r)
+	}
+	// Small requests still pass, and once the slow client goes, so do large ones.
+	if r := do(t, "POST", "http://"+g.Addr()+"/v1/track", []byte(`{"event":"small"}`), "Content-Type", "application/json"); r.status != 200 {
+		t.Fatalf("small request under pressure: %s", r)
+	}
+	c.Close()
+	time.Sleep(300 * time.Millisecond)
+	if r := do(t, "POST", "http://"+g.Addr()+"/v1/batch", body, "Content-Type", "application/json"); r.status != 200 {
+		t.Fatalf("large body after the budget was released: %s", r)
+	}
+}
+
+// TestTailAndKcat: the five events of a batch are shown by `inlet tail` and
+// by kcat, a librdkafka client, enriched.
+func TestTailAndKcat(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := uniqueTopic(t)
+	g := startGateway(t, testConfig(brokers, topic))
+	r := do(t, "POST", "http://"+g.Addr()+"/v1/batch",
+		[]byte(`[{"event":"e1","uid":"u1"},{"event":"e2"},{"event":"e3"},{"event":"e4"},{"event":"e5","props":{"k":"v"}}]`),
+		"Content-Type", "application/json")
+	if r.status != 200 || !strings.Contains(string(r.body), `"accepted":5`) {
+		t.Fatalf("batch: %s", r)
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Tail(ctx, TailConfig{Brokers: brokers, Topic: topic, From: "beginning", N: 5, Format: "json"}, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("tail printed %d lines, want 5:\n%s", len(lines), out.String())
+	}
+	for _, l := range lines {
+		if !strings.Contains(l, `"received_at":`) || !strings.Contains(l, `"ip":"127.0.0.1"`) || !strings.Contains(l, `"inlet-event-id":`) {
+			t.Errorf("tail line lacks enrichment or headers: %s", l)
+		}
+	}
+
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		if os.Getenv("INLET_TEST_REQUIRE_KAFKA") == "1" {
+			t.Fatal("kcat is not installed; scripts/kafka.sh installs it")
+		}
+		t.Skip("kcat not installed (make test installs it)")
+	}
+	cmd := exec.CommandContext(ctx, kcat, "-b", strings.Join(brokers, ","), "-C", "-t", topic, "-o", "beginning", "-e", "-q",
+		"-f", "%k|%h|%s\n")
+	kout, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kcat: %v\n%s", err, kout)
+	}
+	klines := strings.Split(strings.TrimSpace(string(kout)), "\n")
+	if len(klines) != 5 {
+		t.Fatalf("kcat printed %d records, want 5:\n%s", len(klines), kout)
+	}
+	names := map[string]bool{}
+	for _, l := range klines {
+		parts := strings.SplitN(l, "|", 3)
+		if len(parts) != 3 || !strings.Contains(parts[1], "inlet-event-name=") || !strings.Contains(parts[2], `"received_at":`) {
+			t.Errorf("kcat record without headers or enrichment: %s", l)
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(parts[2]), &v); err != nil {
+			t.Errorf("kcat value is not JSON: %s", parts[2])
+		}
+		names[fmt.Sprint(v["event"])] = true
+	}
+	if len(names) != 5 {
+		t.Errorf("kcat saw events %v, want e1..e5", names)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -23,6 +24,7 @@ type httpError struct {
 	status int
 	msg    string
 	offset int64 // byte offset in the (decompressed) body, or -1
+	retry  bool  // send Retry-After
 }
 
 func (e *httpError) Error() string { return e.msg }
@@ -76,7 +78,9 @@ var zstdPool = sync.Pool{New: func() any {
 // readBody reads the request body into a pooled buffer, decompressing it,
 // within the configured limits. The caller returns buf to bufPool when done
 // with every slice of it.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (buf *bytes.Buffer, herr *httpError) {
+// The bytes read are charged to the server's budget and added to *taken;
+// the caller releases them when done.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, taken *int64) (buf *bytes.Buffer, herr *httpError) {
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return nil, errorf(http.StatusRequestEntityTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
 	}
@@ -114,7 +118,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (buf *bytes.Bu
 	if enc == "" || enc == "identity" {
 		max = s.cfg.MaxBodyBytes
 	}
-	n, err := buf.ReadFrom(io.LimitReader(src, max+1))
+	n, err := buf.ReadFrom(&budgetReader{r: io.LimitReader(src, max+1), b: s.budget, taken: taken})
 	if err == nil && n > max {
 		err = errDecompressedTooLarge
 	}
@@ -125,13 +129,57 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (buf *bytes.Bu
 	return buf, nil
 }
 
-var errDecompressedTooLarge = errors.New("decompressed too large")
+var (
+	errDecompressedTooLarge = errors.New("decompressed too large")
+	errBusy                 = errors.New("in-flight body budget exhausted")
+)
+
+// budget bounds the bytes of request bodies held in memory at once, across
+// all requests. It is safe for concurrent use.
+type budget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// take reserves n bytes; it reserves nothing and reports false when that
+// would go over the budget.
+func (b *budget) take(n int64) bool {
+	if b.used.Add(n) > b.max {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (b *budget) release(n int64) { b.used.Add(-n) }
+
+// budgetReader charges what it reads to a budget, adding it to *taken, and
+// fails with errBusy once the budget is exhausted.
+type budgetReader struct {
+	r     io.Reader
+	b     *budget
+	taken *int64
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	n, err := br.r.Read(p)
+	if n > 0 {
+		if !br.b.take(int64(n)) {
+			return 0, errBusy
+		}
+		*br.taken += int64(n)
+	}
+	return n, err
+}
 
 func (s *Server) bodyReadError(err error, enc string) *httpError {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return errorf(http.StatusRequestEntityTooLarge, "body exceeds %d bytes, the limit", mbe.Limit)
+	case errors.Is(err, errBusy):
+		return &httpError{status: http.StatusServiceUnavailable, offset: -1, retry: true,
+			msg: "inlet holds too many request bodies in memory; retry later"}
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return errorf(http.StatusRequestTimeout, "body not received within the read timeout")
 	case errors.Is(err, errDecompressedTooLarge):

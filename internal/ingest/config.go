@@ -37,6 +37,9 @@ type Config struct {
 	MaxBodyBytes         int64 // request body as sent (413 past it)
 	MaxDecompressedBytes int64 // body after gzip/zstd (413 past it)
 	event.Limits               // events per batch, bytes per event
+	// MaxInflightBytes bounds the request bodies held in memory at once,
+	// across all requests (503 with Retry-After past it).
+	MaxInflightBytes int64
 
 	// AckStatus is the status of a successful answer: 200 when the sink
 	// waits for durability (ack=kafka, ack=spool), 202 when it only enqueues.
@@ -59,6 +62,7 @@ func DefaultConfig() Config {
 		MaxBodyBytes:         1 << 20,
 		MaxDecompressedBytes: 8 << 20,
 		Limits:               event.DefaultLimits,
+		MaxInflightBytes:     64 << 20,
 		AckStatus:            200,
 		WriteTimeout:         10 * time.Second,
 		RetryAfter:           2 * time.Second,
@@ -73,6 +77,8 @@ func (c Config) Validate() error {
 		return errors.New("ingest: topic is empty")
 	case c.MaxBodyBytes <= 0, c.MaxDecompressedBytes <= 0:
 		return errors.New("ingest: body limits must be positive")
+	case c.MaxInflightBytes < c.MaxDecompressedBytes:
+		return fmt.Errorf("ingest: max in-flight bytes (%d) is below max decompressed bytes (%d)", c.MaxInflightBytes, c.MaxDecompressedBytes)
 	case c.MaxDecompressedBytes < c.MaxBodyBytes:
 		return fmt.Errorf("ingest: max decompressed bytes (%d) is below max body bytes (%d)", c.MaxDecompressedBytes, c.MaxBodyBytes)
 	case c.MaxEvents <= 0, c.MaxEventBytes <= 0:

@@ -26,6 +26,7 @@ type Server struct {
 	anyOrig bool
 	origins map[string]bool
 	now     func() time.Time
+	budget  *budget
 }
 
 // New creates a Server writing to sink. reg may be nil.
@@ -33,7 +34,8 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer) (*S
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, sink: sink, log: log, metrics: NewMetrics(reg), origins: map[string]bool{}, now: time.Now}
+	s := &Server{cfg: cfg, sink: sink, log: log, metrics: NewMetrics(reg), origins: map[string]bool{}, now: time.Now,
+		budget: &budget{max: cfg.MaxInflightBytes}}
 	for _, o := range cfg.AllowedOrigins {
 		if o == "*" {
 			s.anyOrig = true
@@ -98,7 +100,7 @@ func (s *Server) route(name string, methods []string, h http.HandlerFunc) http.H
 			}
 		}
 		w.Header().Set("Allow", allow)
-		writeError(w, errorf(http.StatusMethodNotAllowed, "method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(methods, " or ")))
+		s.writeError(w, errorf(http.StatusMethodNotAllowed, "method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(methods, " or ")))
 	})
 }
 
@@ -132,7 +134,7 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request, allow string)
 		return
 	}
 	if !s.originAllowed(origin) {
-		writeError(w, errorf(http.StatusForbidden, "origin %s is not allowed (see --cors-origins)", origin))
+		s.writeError(w, errorf(http.StatusForbidden, "origin %s is not allowed (see --cors-origins)", origin))
 		return
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
@@ -160,18 +162,20 @@ func (s *Server) serveTrack(w http.ResponseWriter, r *http.Request) { s.serveEve
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool) {
 	f, herr := format(r, single)
 	if herr != nil {
-		writeError(w, herr)
+		s.writeError(w, herr)
 		return
 	}
-	buf, herr := s.readBody(w, r)
+	var taken int64
+	defer func() { s.budget.release(taken) }()
+	buf, herr := s.readBody(w, r, &taken)
 	if herr != nil {
-		writeError(w, herr)
+		s.writeError(w, herr)
 		return
 	}
 	defer putBuf(buf)
 	items, err := event.Split(buf.Bytes(), f, s.cfg.MaxEvents)
 	if err != nil {
-		writeError(w, bodyError(err))
+		s.writeError(w, bodyError(err))
 		return
 	}
 	meta := s.meta(r)
@@ -259,8 +263,9 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Reco
 	}
 	s.metrics.SinkErrors.WithLabelValues(kind).Inc()
 	s.log.Warn("sink write failed", "kind", kind, "records", len(recs), "err", err)
-	w.Header().Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
-	writeError(w, errorf(http.StatusServiceUnavailable, "%s", msg))
+	herr := errorf(http.StatusServiceUnavailable, "%s", msg)
+	herr.retry = true
+	s.writeError(w, herr)
 	return false
 }
 
@@ -327,7 +332,11 @@ type errorBody struct {
 	Offset *int64 `json:"offset,omitempty"`
 }
 
-func writeError(w http.ResponseWriter, e *httpError) {
+// writeError answers e, with Retry-After where the client should retry.
+func (s *Server) writeError(w http.ResponseWriter, e *httpError) {
+	if e.retry {
+		w.Header().Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
+	}
 	b := errorBody{Error: e.msg}
 	if e.offset >= 0 {
 		b.Offset = &e.offset

@@ -43,7 +43,7 @@ func DefaultConfig() Config {
 		ClientID:           "inlet",
 		Compression:        "lz4",
 		Linger:             5 * time.Millisecond,
-		MaxBufferedBytes:   64 << 20,
+		MaxBufferedBytes:   32 << 20,
 		MaxBufferedRecords: 100_000,
 		BatchMaxBytes:      1 << 20,
 		DeliveryTimeout:    2 * time.Minute,
