@@ -3,7 +3,7 @@
 # integration tests, from jars fetched off Maven Central (no Docker, no
 # tarball download).
 #
-# Usage: scripts/kafka.sh start|stop|status|fetch
+# Usage: scripts/kafka.sh start|stop|status|fetch|halt|resume
 #
 #   fetch   download kafka_2.13:$KAFKA_VERSION + runtime deps + Log4j 2 binding
 #           into $INLET_CACHE/kafka-$KAFKA_VERSION/libs (skipped when present)
@@ -14,6 +14,16 @@
 #   stop    SIGTERM (then SIGKILL after 30 s) and delete the data dir; OK when
 #           nothing is running
 #   status  exit 0 (and print the address) if running and answering, else 1
+#           (a halted broker counts as not running)
+#   halt    stop the broker (SIGTERM, SIGKILL after 30 s) but keep its data
+#           dir, config, ports and bootstrap file so that "resume" brings back
+#           the same broker with the same topics and data; OK when already
+#           halted; prints nothing on stdout. For fault tests.
+#   resume  restart a halted broker from the same config/data/ports (no
+#           re-format), wait until it answers a metadata request and print
+#           "127.0.0.1:PORT" as the last stdout line; fails if there is nothing
+#           to resume, if a port was taken meanwhile, or on timeout. If the
+#           broker is already running and answering, just print it.
 #
 # Environment:
 #   INLET_CACHE          cache root (default: <repo>/.cache, gitignored)
@@ -49,6 +59,7 @@ PORTS_FILE="$KAFKA_DIR/ports"
 DATA_DIR="$KAFKA_DIR/data"
 PROPS="$KAFKA_DIR/server.properties"
 SERVER_LOG="$KAFKA_DIR/server.log"
+HALTED_FILE="$KAFKA_DIR/halted"
 
 log() { printf 'kafka.sh: %s\n' "$*" >&2; }
 die() {
@@ -144,6 +155,28 @@ s.close()' && return 0
 	die "could not find a free port"
 }
 
+# True when TCP port $1 on 127.0.0.1 can be bound by a new listener. Like the
+# JVM's server sockets, use SO_REUSEADDR so TIME_WAIT leftovers of the previous
+# broker do not count as "taken".
+port_bindable() {
+	if command -v python3 >/dev/null 2>&1; then
+		python3 - "$1" <<'PYEOF' 2>/dev/null
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+    s.listen(1)
+except OSError:
+    sys.exit(1)
+finally:
+    s.close()
+PYEOF
+		return
+	fi
+	! (: </dev/tcp/127.0.0.1/"$1") 2>/dev/null
+}
+
 # 22-char URL-safe base64 of 16 random bytes: the Kafka cluster id format.
 random_cluster_id() {
 	head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
@@ -233,7 +266,11 @@ EOF
 do_status() {
 	local pid addr
 	pid="$(running_pid)" || {
-		log "not running"
+		if [[ -f $HALTED_FILE ]]; then
+			log "halted (not running); \"resume\" brings it back at $(cat "$ADDR_FILE" 2>/dev/null || echo '?')"
+		else
+			log "not running"
+		fi
 		return 1
 	}
 	addr="$(cat "$ADDR_FILE" 2>/dev/null || true)"
@@ -251,28 +288,123 @@ do_status() {
 	return 1
 }
 
-do_stop() {
+# SIGTERM the broker if running, SIGKILL after 30 s; wait until it is gone.
+kill_broker() {
 	local pid i
-	if pid="$(running_pid)"; then
-		log "stopping broker (pid $pid)"
-		kill -TERM "$pid" 2>/dev/null || true
-		for ((i = 0; i < 300; i++)); do
+	pid="$(running_pid)" || return 1
+	log "stopping broker (pid $pid)"
+	kill -TERM "$pid" 2>/dev/null || true
+	for ((i = 0; i < 300; i++)); do
+		alive "$pid" || break
+		sleep 0.1
+	done
+	if alive "$pid"; then
+		log "broker did not exit within 30 s; sending SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+		for ((i = 0; i < 50; i++)); do
 			alive "$pid" || break
 			sleep 0.1
 		done
-		if alive "$pid"; then
-			log "broker did not exit within 30 s; sending SIGKILL"
-			kill -KILL "$pid" 2>/dev/null || true
-			for ((i = 0; i < 50; i++)); do
-				alive "$pid" || break
-				sleep 0.1
-			done
-		fi
-	else
-		log "not running"
 	fi
+	alive "$pid" && die "broker (pid $pid) still alive after SIGKILL"
+	return 0
+}
+
+do_stop() {
+	kill_broker || log "not running"
 	rm -rf "$DATA_DIR"
-	rm -f "$PID_FILE" "$ADDR_FILE" "$PORTS_FILE"
+	rm -f "$PID_FILE" "$ADDR_FILE" "$PORTS_FILE" "$HALTED_FILE"
+}
+
+# Launch kafka.Kafka on $PROPS in the background (log appended to $SERVER_LOG)
+# and wait until $1 answers. On failure print the log tail and die; on timeout
+# run $2 (a cleanup function) first.
+launch_and_wait() {
+	local addr="$1" cleanup="$2" pid
+	local -a JAVA_OPTS
+	java_opts
+	java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.Kafka "$PROPS" \
+		</dev/null >>"$SERVER_LOG" 2>&1 &
+	pid=$!
+	echo "$pid" >"$PID_FILE"
+
+	local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+	until answering "$addr"; do
+		if ! alive "$pid"; then
+			log "broker exited during start-up; last log lines:"
+			tail -n 40 "$SERVER_LOG" >&2 || true
+			rm -f "$PID_FILE"
+			if tail -n 200 "$SERVER_LOG" | grep -q 'Address already in use'; then
+				die "kafka failed to start: a listener port (broker $addr or its controller) is in use by another process"
+			fi
+			die "kafka failed to start"
+		fi
+		if ((SECONDS >= deadline)); then
+			log "broker not ready after ${KAFKA_START_TIMEOUT}s; last log lines:"
+			tail -n 40 "$SERVER_LOG" >&2 || true
+			"$cleanup" 2>/dev/null || true
+			die "kafka start timed out"
+		fi
+		sleep 0.5
+	done
+	echo "$addr" >"$ADDR_FILE"
+	log "ready (pid $pid); log: $SERVER_LOG"
+}
+
+# Leave the broker halted (process gone, state kept) after a failed resume.
+rehalt() {
+	kill_broker || true
+	rm -f "$PID_FILE"
+	touch "$HALTED_FILE"
+}
+
+do_halt() {
+	if kill_broker; then
+		:
+	elif [[ -f $HALTED_FILE ]]; then
+		log "already halted"
+	fi
+	rm -f "$PID_FILE"
+	if [[ ! -f $PORTS_FILE || ! -f $DATA_DIR/meta.properties ]]; then
+		rm -f "$HALTED_FILE"
+		die "no broker state in $KAFKA_DIR to halt (run start first)"
+	fi
+	touch "$HALTED_FILE"
+	log "halted; data kept in $DATA_DIR"
+}
+
+do_resume() {
+	local addr pid port cport
+	if pid="$(running_pid)"; then
+		addr="$(cat "$ADDR_FILE" 2>/dev/null || true)"
+		ensure_kcat
+		if [[ -n $addr ]] && answering "$addr"; then
+			log "already running (pid $pid) at $addr"
+			rm -f "$HALTED_FILE"
+			echo "$addr"
+			return 0
+		fi
+		die "broker (pid $pid) is running but not answering; halt it first"
+	fi
+	if [[ ! -f $HALTED_FILE || ! -f $PORTS_FILE || ! -f $PROPS || ! -f $DATA_DIR/meta.properties ]]; then
+		die "nothing to resume in $KAFKA_DIR (no halted broker; run start)"
+	fi
+	read -r port cport <"$PORTS_FILE" || true
+	[[ $port =~ ^[0-9]+$ && $cport =~ ^[0-9]+$ ]] || die "bad $PORTS_FILE"
+	addr="127.0.0.1:$port"
+	local p
+	for p in "$port" "$cport"; do
+		port_bindable "$p" || die "cannot resume: port $p (from $PORTS_FILE) was taken by another process meanwhile"
+	done
+
+	do_fetch
+	ensure_java
+	ensure_kcat
+	log "resuming Kafka $KAFKA_VERSION on $addr (controller 127.0.0.1:$cport)"
+	printf '\n===== kafka.sh resume %s =====\n' "$(date '+%F %T')" >>"$SERVER_LOG"
+	launch_and_wait "$addr" rehalt
+	rm -f "$HALTED_FILE"
+	echo "$addr"
 }
 
 do_start() {
@@ -314,29 +446,8 @@ do_start() {
 	fi
 
 	log "starting Kafka $KAFKA_VERSION on $addr (controller 127.0.0.1:$cport)"
-	java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.Kafka "$PROPS" \
-		</dev/null >"$SERVER_LOG" 2>&1 &
-	pid=$!
-	echo "$pid" >"$PID_FILE"
-
-	local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
-	until answering "$addr"; do
-		if ! alive "$pid"; then
-			log "broker exited during start-up; last log lines:"
-			tail -n 40 "$SERVER_LOG" >&2 || true
-			rm -f "$PID_FILE"
-			die "kafka failed to start"
-		fi
-		if ((SECONDS >= deadline)); then
-			log "broker not ready after ${KAFKA_START_TIMEOUT}s; last log lines:"
-			tail -n 40 "$SERVER_LOG" >&2 || true
-			do_stop 2>/dev/null || true
-			die "kafka start timed out"
-		fi
-		sleep 0.5
-	done
-	echo "$addr" >"$ADDR_FILE"
-	log "ready (pid $pid); log: $SERVER_LOG"
+	: >"$SERVER_LOG"
+	launch_and_wait "$addr" do_stop
 	echo "$addr"
 }
 
@@ -345,8 +456,10 @@ start) do_start ;;
 stop) do_stop ;;
 status) do_status ;;
 fetch) do_fetch ;;
+halt) do_halt ;;
+resume) do_resume ;;
 *)
-	echo "usage: $0 start|stop|status|fetch" >&2
+	echo "usage: $0 start|stop|status|fetch|halt|resume" >&2
 	exit 2
 	;;
 esac

@@ -1,0 +1,740 @@
+// Package spool is inlet's local write-ahead log: a request's events are
+// appended and fsynced (group commit: concurrent requests share one fsync)
+// before the request is answered, and a forwarder sends them to Kafka
+// later, deleting a segment only once Kafka acknowledged all its records.
+//
+// Files under Config.Dir:
+//
+//	<base>.seg   segments, named by the sequence number of their first record
+//	cursor       where delivery stands; an optimization (a lost or stale
+//	             cursor only means records are sent again, never skipped)
+//	lock         held (flock) by the one process using the spool
+//
+// Delivery is at-least-once: a crash re-sends what Kafka may already have.
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/event"
+)
+
+// Sync modes.
+const (
+	// SyncAlways fsyncs before any append is acknowledged: an acknowledged
+	// event survives a crash of the process and of the machine.
+	SyncAlways = "always"
+	// SyncInterval acknowledges once the events are written to the OS and
+	// fsyncs every SyncInterval: an acknowledged event survives a crash of
+	// the process, but a machine crash may lose the last interval.
+	SyncInterval = "interval"
+)
+
+// Config configures a spool.
+type Config struct {
+	Dir          string
+	SegmentBytes int64 // a segment is closed once it reaches this size
+	MaxBytes     int64 // Append fails with ErrFull past this many bytes on disk
+	Sync         string
+	SyncInterval time.Duration // with SyncInterval
+	// MaxGroupBytes bounds the bytes one group commit writes at once.
+	MaxGroupBytes int
+	// QueueLength bounds the appends waiting for the writer.
+	QueueLength int
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:  16 << 20,
+		MaxBytes:      1 << 30,
+		Sync:          SyncAlways,
+		SyncInterval:  10 * time.Millisecond,
+		MaxGroupBytes: 4 << 20,
+		QueueLength:   4096,
+	}
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("spool: no directory")
+	case c.SegmentBytes < 4<<10:
+		return errors.New("spool: segment size must be at least 4 KiB")
+	case c.MaxBytes < c.SegmentBytes:
+		return fmt.Errorf("spool: max bytes (%d) is below the segment size (%d)", c.MaxBytes, c.SegmentBytes)
+	case c.Sync != SyncAlways && c.Sync != SyncInterval:
+		return fmt.Errorf("spool: sync %q: want always or interval", c.Sync)
+	case c.Sync == SyncInterval && (c.SyncInterval <= 0 || c.SyncInterval > time.Second):
+		return fmt.Errorf("spool: sync interval %v: want more than 0 and at most 1s", c.SyncInterval)
+	case c.MaxGroupBytes <= 0 || c.QueueLength <= 0:
+		return errors.New("spool: group bytes and queue length must be positive")
+	}
+	return nil
+}
+
+// Errors of Append. Match them with errors.Is.
+var (
+	// ErrFull: the spool holds MaxBytes; retry once the forwarder drained it.
+	ErrFull = errors.New("spool: full")
+	// ErrClosed: the spool is closed.
+	ErrClosed = errors.New("spool: closed")
+	// ErrWrite: writing to disk failed; the events were not stored.
+	ErrWrite = errors.New("spool: write failed")
+)
+
+// Pos is a position in the spool: before the record at byte Off of the
+// segment whose first record is Seg; Seq is that record's sequence number.
+type Pos struct {
+	Seg uint64
+	Off int64
+	Seq uint64
+}
+
+type segment struct {
+	base   uint64
+	path   string
+	size   int64  // bytes of whole frames
+	count  uint64 // records
+	sealed bool   // no more writes
+}
+
+type request struct {
+	frames []byte
+	count  int
+	done   chan error // buffered: the writer never blocks on it
+}
+
+// Spool is a write-ahead log. It is safe for concurrent use.
+type Spool struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+	lock    *os.File
+
+	reqs       chan *request
+	stop       chan struct{}
+	writerDone chan struct{}
+	closeOnce  sync.Once
+
+	// The writer goroutine alone uses these.
+	active *os.File
+	wbuf   []byte
+	dirty  bool
+
+	// mu guards what follows. Nothing slow (no I/O but the cursor file)
+	// happens while it is held.
+	mu       sync.Mutex
+	segs     []*segment // by base; the last is the active one
+	readable int64      // bytes of the active segment readers may read
+	nextSeq  uint64
+	bytes    int64 // on disk, all segments
+	reserved int64 // accepted appends not yet written
+	acked    Pos   // everything before it is delivered
+	failed   error // once set, the spool no longer writes
+	closed   bool
+	notify   chan struct{} // closed and replaced when readable data grows
+
+	cursorAt time.Time
+}
+
+// Open opens (creating if needed) the spool in cfg.Dir, recovers what is
+// there — a torn or corrupt tail is logged and cut at the last good record —
+// and starts its writer. metrics may be nil.
+func Open(cfg Config, log *slog.Logger, metrics *Metrics) (*Spool, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("spool: creating %s: %w", cfg.Dir, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(cfg.Dir, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("spool: opening lock: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("spool: %s is in use by another process: %w", cfg.Dir, err)
+	}
+	if metrics == nil {
+		metrics = NewMetrics(nil)
+	}
+	s := &Spool{
+		cfg: cfg, log: log, metrics: metrics, lock: lock,
+		reqs:       make(chan *request, cfg.QueueLength),
+		stop:       make(chan struct{}),
+		writerDone: make(chan struct{}),
+		notify:     make(chan struct{}),
+	}
+	if err := s.recover(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if err := s.roll(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	metrics.observe(s)
+	go s.writer()
+	return s, nil
+}
+
+func segName(base uint64) string { return fmt.Sprintf("%020d.seg", base) }
+
+// recover scans the segments on disk, cuts bad tails, and loads the cursor.
+func (s *Spool) recover() error {
+	entries, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return fmt.Errorf("spool: reading %s: %w", s.cfg.Dir, err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".seg") {
+			continue
+		}
+		base, err := strconv.ParseUint(strings.TrimSuffix(name, ".seg"), 10, 64)
+		if err != nil {
+			s.log.Warn("spool: ignoring a file that is not a segment", "file", name)
+			continue
+		}
+		seg := &segment{base: base, path: filepath.Join(s.cfg.Dir, name), sealed: true}
+		if err := s.scan(seg); err != nil {
+			return err
+		}
+		if seg.size == 0 {
+			_ = os.Remove(seg.path)
+			continue
+		}
+		s.segs = append(s.segs, seg)
+	}
+	sort.Slice(s.segs, func(i, j int) bool { return s.segs[i].base < s.segs[j].base })
+	s.nextSeq = 1
+	for _, seg := range s.segs {
+		s.bytes += seg.size
+		if end := seg.base + seg.count; end > s.nextSeq {
+			s.nextSeq = end
+		}
+	}
+	s.acked = s.loadCursor()
+	// Segments wholly before the cursor were delivered; a crash came
+	// between writing the cursor and deleting them.
+	for len(s.segs) > 0 && s.before(s.segs[0], s.acked) {
+		seg := s.segs[0]
+		if err := os.Remove(seg.path); err != nil {
+			return fmt.Errorf("spool: removing delivered segment: %w", err)
+		}
+		s.bytes -= seg.size
+		s.segs = s.segs[1:]
+	}
+	if n := s.nextSeq - s.acked.Seq; n > 0 {
+		s.log.Info("spool: recovered records not yet delivered; they will be sent (again)",
+			"records", n, "segments", len(s.segs), "bytes", s.bytes)
+	}
+	return nil
+}
+
+// before reports whether every record of seg lies before p.
+func (s *Spool) before(seg *segment, p Pos) bool {
+	return seg.base < p.Seg || (seg.base == p.Seg && seg.sealed && p.Off >= seg.size)
+}
+
+// scan checks every frame of seg, sets its size and count, and cuts the
+// file at the first bad frame.
+func (s *Spool) scan(seg *segment) error {
+	f, err := os.OpenFile(seg.path, os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("spool: opening %s: %w", seg.path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("spool: %s: %w", seg.path, err)
+	}
+	var (
+		off  int64
+		hdr  [frameHeader]byte
+		buf  []byte
+		why  error
+		full = fi.Size()
+	)
+	for off < full {
+		if _, err := f.ReadAt(hdr[:], off); err != nil {
+			why = fmt.Errorf("%w: torn frame header", errCorrupt)
+			break
+		}
+		size := int64(uint32(hdr[0]) | uint32(hdr[1])<<8 | uint32(hdr[2])<<16 | uint32(hdr[3])<<24)
+		if size == 0 || size > maxPayloadBytes || off+frameHeader+size > full {
+			why = fmt.Errorf("%w: frame of %d bytes at %d runs past the end (%d)", errCorrupt, size, off, full)
+			break
+		}
+		if int64(cap(buf)) < frameHeader+size {
+			buf = make([]byte, frameHeader+size)
+		}
+		b := buf[:frameHeader+size]
+		if _, err := f.ReadAt(b, off); err != nil {
+			why = fmt.Errorf("reading: %w", err)
+			break
+		}
+		p, n, err := nextFrame(b)
+		if err == nil {
+			_, _, err = decodePayload(p)
+		}
+		if err != nil {
+			why = err
+			break
+		}
+		off += int64(n)
+		seg.count++
+	}
+	seg.size = off
+	if why != nil {
+		s.metrics.Recovered.Inc()
+		s.log.Error("spool: corrupt or torn segment tail; cutting it at the last good record",
+			"segment", filepath.Base(seg.path), "good_records", seg.count, "good_bytes", off,
+			"dropped_bytes", full-off, "reason", why)
+		if err := f.Truncate(off); err != nil {
+			return fmt.Errorf("spool: truncating %s: %w", seg.path, err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("spool: syncing %s: %w", seg.path, err)
+		}
+	}
+	return nil
+}
+
+// roll seals the active segment, if any, and starts a new one at nextSeq.
+// Only Open and the writer call it.
+func (s *Spool) roll() error {
+	if s.active != nil {
+		if err := s.active.Sync(); err != nil {
+			return fmt.Errorf("syncing segment: %w", err)
+		}
+		if err := s.active.Close(); err != nil {
+			return fmt.Errorf("closing segment: %w", err)
+		}
+		s.active = nil
+	}
+	s.mu.Lock()
+	base := s.nextSeq
+	s.mu.Unlock()
+	path := filepath.Join(s.cfg.Dir, segName(base))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("spool: creating segment: %w", err)
+	}
+	if err := syncDir(s.cfg.Dir); err != nil {
+		f.Close()
+		return err
+	}
+	s.active = f
+	s.mu.Lock()
+	if n := len(s.segs); n > 0 {
+		s.segs[n-1].sealed = true
+		if s.segs[n-1].base == base { // an empty active segment, replaced
+			s.segs = s.segs[:n-1]
+		}
+	}
+	s.segs = append(s.segs, &segment{base: base, path: path})
+	s.readable = 0
+	s.wake()
+	s.mu.Unlock()
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("spool: opening directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("spool: syncing directory: %w", err)
+	}
+	return nil
+}
+
+// wake tells waiting readers that something changed. s.mu must be held.
+func (s *Spool) wake() {
+	close(s.notify)
+	s.notify = make(chan struct{})
+}
+
+// Append stores recs and returns nil once they are durable (by the sync
+// mode). Concurrent appends share one write and one fsync. It fails at once
+// with ErrFull when the spool holds MaxBytes, and with ErrWrite when the
+// disk refused the write. If ctx ends while the write is under way, Append
+// returns ctx's error but the records may still be stored and delivered.
+func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	start := time.Now()
+	size := 0
+	for i := range recs {
+		size += frameHeader + 24 + recs[i].Size() + 6*len(recs[i].Headers)
+	}
+	frames := make([]byte, 0, size)
+	for i := range recs {
+		frames = appendFrame(frames, &recs[i], start)
+	}
+	n := int64(len(frames))
+	s.mu.Lock()
+	switch {
+	case s.closed:
+		s.mu.Unlock()
+		return ErrClosed
+	case s.failed != nil:
+		err := s.failed
+		s.mu.Unlock()
+		return err
+	case s.bytes+s.reserved+n > s.cfg.MaxBytes:
+		s.mu.Unlock()
+		s.metrics.Full.Inc()
+		return ErrFull
+	}
+	s.reserved += n
+	s.mu.Unlock()
+
+	req := &request{frames: frames, count: len(recs), done: make(chan error, 1)}
+	select {
+	case s.reqs <- req:
+	case <-ctx.Done():
+		s.unreserve(n)
+		return ctx.Err()
+	case <-s.stop:
+		s.unreserve(n)
+		return ErrClosed
+	}
+	select {
+	case err := <-req.done:
+		if err == nil {
+			s.metrics.AppendLatency.Observe(time.Since(start).Seconds())
+		}
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.writerDone:
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return ErrClosed
+		}
+	}
+}
+
+func (s *Spool) unreserve(n int64) {
+	s.mu.Lock()
+	s.reserved -= n
+	s.mu.Unlock()
+}
+
+// writer writes and syncs appends in groups until the spool is closed.
+func (s *Spool) writer() {
+	defer close(s.writerDone)
+	var tick <-chan time.Time
+	if s.cfg.Sync == SyncInterval {
+		t := time.NewTicker(s.cfg.SyncInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case r := <-s.reqs:
+			s.group(r)
+		case <-tick:
+			s.syncDirty()
+		case <-s.stop:
+			// Write what was accepted before the close.
+			for {
+				select {
+				case r := <-s.reqs:
+					s.group(r)
+					continue
+				default:
+				}
+				break
+			}
+			s.syncDirty()
+			if s.active != nil {
+				_ = s.active.Close()
+			}
+			return
+		}
+	}
+}
+
+// group writes first and whatever else is queued, up to MaxGroupBytes, with
+// one write and (SyncAlways) one fsync, then answers them all.
+func (s *Spool) group(first *request) {
+	batch := []*request{first}
+	size := len(first.frames)
+drain:
+	for size < s.cfg.MaxGroupBytes {
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+			size += len(r.frames)
+		default:
+			break drain
+		}
+	}
+	err := s.write(batch, size)
+	for _, r := range batch {
+		r.done <- err
+	}
+}
+
+func (s *Spool) write(batch []*request, size int) error {
+	s.mu.Lock()
+	failed := s.failed
+	seg := s.segs[len(s.segs)-1]
+	s.mu.Unlock()
+	if failed != nil {
+		s.unreserve(int64(size))
+		return failed
+	}
+	if seg.size >= s.cfg.SegmentBytes {
+		if err := s.roll(); err != nil {
+			s.unreserve(int64(size))
+			return s.fail(err)
+		}
+		s.mu.Lock()
+		seg = s.segs[len(s.segs)-1]
+		s.mu.Unlock()
+	}
+	s.wbuf = s.wbuf[:0]
+	count := 0
+	for _, r := range batch {
+		s.wbuf = append(s.wbuf, r.frames...)
+		count += r.count
+	}
+	if _, err := s.active.Write(s.wbuf); err != nil {
+		s.metrics.WriteErrors.Inc()
+		s.unreserve(int64(size))
+		// Cut what part of the group made it, so the next group follows
+		// whole frames; if even that fails, stop writing.
+		if terr := s.active.Truncate(seg.size); terr != nil {
+			return s.fail(fmt.Errorf("writing: %v; then truncating: %w", err, terr))
+		}
+		s.log.Error("spool: write failed; the requests are answered 503", "err", err, "bytes", size)
+		return fmt.Errorf("%w: %v", ErrWrite, err)
+	}
+	if cap(s.wbuf) > 2*s.cfg.MaxGroupBytes {
+		s.wbuf = nil // do not keep a buffer one huge group grew
+	}
+	if s.cfg.Sync == SyncAlways {
+		if err := s.syncActive(); err != nil {
+			s.unreserve(int64(size))
+			return err
+		}
+	} else {
+		s.dirty = true
+	}
+	s.metrics.GroupSize.Observe(float64(len(batch)))
+	s.mu.Lock()
+	seg.size += int64(size)
+	seg.count += uint64(count)
+	s.nextSeq += uint64(count)
+	s.bytes += int64(size)
+	s.reserved -= int64(size)
+	s.readable = seg.size
+	s.wake()
+	s.mu.Unlock()
+	return nil
+}
+
+// syncActive fsyncs the active segment. A failed fsync leaves the file's
+// state unknown, so the spool stops writing (every later Append gets
+// ErrWrite) rather than acknowledge events that may not be on disk.
+func (s *Spool) syncActive() error {
+	start := time.Now()
+	if err := s.active.Sync(); err != nil {
+		s.metrics.WriteErrors.Inc()
+		return s.fail(fmt.Errorf("fsync: %w", err))
+	}
+	s.metrics.Fsyncs.Inc()
+	s.metrics.FsyncLatency.Observe(time.Since(start).Seconds())
+	s.dirty = false
+	return nil
+}
+
+func (s *Spool) syncDirty() {
+	if s.dirty && s.active != nil {
+		_ = s.syncActive()
+	}
+}
+
+// fail stops the spool from writing and returns the error Append reports.
+func (s *Spool) fail(err error) error {
+	err = fmt.Errorf("%w: %v (restart inlet once the disk is fixed)", ErrWrite, err)
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = err
+		s.log.Error("spool: stopped writing", "err", err)
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// Dir is the spool's directory.
+func (s *Spool) Dir() string { return s.cfg.Dir }
+
+// Stats is a snapshot of the spool's state.
+type Stats struct {
+	Bytes       int64  // on disk
+	MaxBytes    int64  // the limit
+	Segments    int    // files
+	Unforwarded uint64 // records not yet acknowledged by Kafka
+	Failed      string // why the spool stopped writing, if it did
+}
+
+// Stats returns a snapshot of the spool's state.
+func (s *Spool) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Bytes: s.bytes, MaxBytes: s.cfg.MaxBytes, Segments: len(s.segs), Unforwarded: s.nextSeq - s.acked.Seq}
+	if s.failed != nil {
+		st.Failed = s.failed.Error()
+	}
+	return st
+}
+
+// Delivered returns the position before which every record was delivered.
+func (s *Spool) Delivered() Pos {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acked
+}
+
+// Ack records that every record before p was delivered, and deletes the
+// segments wholly before it. The cursor is written before any deletion;
+// a crash at any point leads to records being sent again, never skipped.
+func (s *Spool) Ack(p Pos) error {
+	s.mu.Lock()
+	if p.Seq < s.acked.Seq {
+		s.mu.Unlock()
+		return nil
+	}
+	s.acked = p
+	var del []*segment
+	for _, seg := range s.segs[:len(s.segs)-1] { // never the active one
+		if !s.before(seg, p) {
+			break
+		}
+		del = append(del, seg)
+	}
+	writeCursor := len(del) > 0 || time.Since(s.cursorAt) > 50*time.Millisecond
+	s.mu.Unlock()
+	if writeCursor {
+		if err := s.saveCursor(p, len(del) > 0); err != nil {
+			return err
+		}
+	}
+	for _, seg := range del {
+		if err := os.Remove(seg.path); err != nil {
+			return fmt.Errorf("spool: deleting delivered segment: %w", err)
+		}
+		s.mu.Lock()
+		s.bytes -= seg.size
+		s.segs = s.segs[1:]
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+// saveCursor writes p to the cursor file atomically (write, rename).
+func (s *Spool) saveCursor(p Pos, durable bool) error {
+	path := filepath.Join(s.cfg.Dir, "cursor")
+	tmp := path + ".tmp"
+	data := fmt.Sprintf("%d %d %d\n", p.Seg, p.Off, p.Seq)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("spool: writing cursor: %w", err)
+	}
+	_, err = io.WriteString(f, data)
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		return fmt.Errorf("spool: writing cursor: %w", err)
+	}
+	s.mu.Lock()
+	s.cursorAt = time.Now()
+	s.mu.Unlock()
+	return nil
+}
+
+// loadCursor reads the cursor; one that names no segment on disk, or lies
+// past the good part of its segment, is replaced by the start of the spool.
+func (s *Spool) loadCursor() Pos {
+	start := Pos{Seg: s.nextSeq, Seq: s.nextSeq}
+	if len(s.segs) > 0 {
+		start = Pos{Seg: s.segs[0].base, Seq: s.segs[0].base}
+	}
+	b, err := os.ReadFile(filepath.Join(s.cfg.Dir, "cursor"))
+	if err != nil {
+		return start
+	}
+	var p Pos
+	if _, err := fmt.Sscanf(string(b), "%d %d %d\n", &p.Seg, &p.Off, &p.Seq); err != nil {
+		s.log.Warn("spool: unreadable cursor; sending everything in the spool", "err", err)
+		return start
+	}
+	for _, seg := range s.segs {
+		if seg.base == p.Seg {
+			if p.Off > seg.size || p.Seq > seg.base+seg.count {
+				s.log.Warn("spool: cursor past the good part of its segment; starting there at the end",
+					"segment", seg.base, "cursor_offset", p.Off, "segment_bytes", seg.size)
+				return Pos{Seg: seg.base, Off: seg.size, Seq: seg.base + seg.count}
+			}
+			return p
+		}
+		if seg.base > p.Seg { // the cursor's segment was delivered and deleted
+			return Pos{Seg: seg.base, Seq: seg.base}
+		}
+	}
+	if len(s.segs) == 0 {
+		return start
+	}
+	if p.Seg >= s.nextSeq { // an empty segment after everything
+		return Pos{Seg: s.nextSeq, Seq: s.nextSeq}
+	}
+	return start
+}
+
+// Close writes what was accepted, syncs it, and closes the spool. Appends
+// after Close fail with ErrClosed. It is safe to call more than once.
+func (s *Spool) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.wake()
+		s.mu.Unlock()
+		close(s.stop)
+		<-s.writerDone
+		err = s.saveCursor(s.Delivered(), true)
+		s.lock.Close()
+	})
+	return err
+}
