@@ -40,7 +40,7 @@ func TestParseServe(t *testing.T) {
 		t.Errorf("trusted proxies %v", cfg.Ingest.TrustedProxies)
 	}
 	d := DefaultServeConfig()
-	if d.Ingest.MaxBodyBytes != 1<<20 || d.Ingest.MaxEvents != 500 || d.Ingest.MaxEventBytes != 32<<10 || d.Ack != AckKafka {
+	if d.Ingest.MaxBodyBytes != 1<<20 || d.Ingest.MaxEvents != 500 || d.Ingest.MaxEventBytes != 32<<10 || d.Ack != AckSpool {
 		t.Errorf("documented defaults changed: %+v", d)
 	}
 }
@@ -58,7 +58,8 @@ func TestMainErrors(t *testing.T) {
 		{"bad env", []string{"serve"}, map[string]string{"INLET_PRODUCE_TIMEOUT": "soon"}, 1, "INLET_PRODUCE_TIMEOUT=\"soon\""},
 		{"bad size", []string{"serve", "--max-body-bytes", "lots"}, nil, 2, "invalid size"},
 		{"bad ack", []string{"serve", "--ack", "maybe"}, nil, 1, `--ack "maybe"`},
-		{"spool not yet", []string{"serve", "--ack", "spool"}, nil, 1, "not in this version"},
+		{"bad spool sync", []string{"serve", "--spool-sync", "sometimes"}, nil, 1, `sync "sometimes"`},
+		{"spool smaller than a segment", []string{"serve", "--spool-max-bytes", "1MiB"}, nil, 1, "below the segment size"},
 		{"bad proxies", []string{"serve", "--trusted-proxies", "nope"}, nil, 1, "not an IP or CIDR"},
 		{"bad origin", []string{"serve", "--cors-origins", "example.com"}, nil, 1, "CORS origin"},
 		{"extra arg", []string{"tail", "extra"}, nil, 2, `unexpected argument "extra"`},

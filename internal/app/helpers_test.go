@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,7 @@ func testConfig(brokers []string, topic string) ServeConfig {
 	cfg := DefaultServeConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Brokers = brokers
+	cfg.DataDir = filepath.Join(os.TempDir(), "inlet-test-"+topic)
 	cfg.Ingest.Topic = topic
 	cfg.Ingest.WriteTimeout = 20 * time.Second
 	cfg.ReadyInterval = 200 * time.Millisecond
@@ -82,6 +84,9 @@ func startGateway(tb testing.TB, cfg ServeConfig) *Gateway {
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
 		_ = g.Shutdown(ctx)
+		if strings.HasPrefix(cfg.DataDir, filepath.Join(os.TempDir(), "inlet-test-")) {
+			os.RemoveAll(cfg.DataDir)
+		}
 	})
 	return g
 }

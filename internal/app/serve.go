@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/ingest"
 	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/spool"
 )
 
 // Ack modes.
@@ -38,9 +40,11 @@ type ServeConfig struct {
 	Ack     string
 	DataDir string
 
-	Broker devbroker.Config
-	Kafka  kafka.Config
-	Ingest ingest.Config
+	Broker    devbroker.Config
+	Kafka     kafka.Config
+	Ingest    ingest.Config
+	Spool     spool.Config // Dir empty: <DataDir>/spool
+	Forwarder spool.ForwarderConfig
 
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
@@ -54,8 +58,10 @@ type ServeConfig struct {
 func DefaultServeConfig() ServeConfig {
 	return ServeConfig{
 		Listen:            "127.0.0.1:8080",
-		Ack:               AckKafka,
+		Ack:               AckSpool,
 		DataDir:           ".inlet",
+		Spool:             spool.DefaultConfig(),
+		Forwarder:         spool.DefaultForwarderConfig(),
 		Broker:            devbroker.DefaultConfig(),
 		Kafka:             kafka.DefaultConfig(),
 		Ingest:            ingest.DefaultConfig(),
@@ -72,9 +78,15 @@ func (c ServeConfig) Validate() error {
 	switch c.Ack {
 	case AckKafka, AckNone:
 	case AckSpool:
-		return errors.New("--ack spool: the durable spool is not in this version yet; use --ack kafka (durable in Kafka before the answer) or --ack none")
+		sc := c.Spool
+		if sc.Dir == "" {
+			sc.Dir = "spool" // only for validation
+		}
+		if err := sc.Validate(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("--ack %q: want kafka or none", c.Ack)
+		return fmt.Errorf("--ack %q: want spool, kafka or none", c.Ack)
 	}
 	if c.ShutdownTimeout <= 0 || c.ReadTimeout <= 0 || c.ReadHeaderTimeout <= 0 {
 		return errors.New("timeouts must be positive")
@@ -90,11 +102,14 @@ type Gateway struct {
 	log    *slog.Logger
 	broker *devbroker.Broker
 	prod   *kafka.Producer
+	spool  *spool.Spool
+	fwd    *spool.Forwarder
 	srv    *http.Server
 	ln     net.Listener
 
-	ready     atomic.Bool
-	readyErr  atomic.Value // string
+	ready     atomic.Bool  // Kafka answered the last metadata request
+	readyErr  atomic.Value // string: why not
+	stopping  atomic.Bool
 	stopReady context.CancelFunc
 	wg        sync.WaitGroup
 	served    chan error
@@ -105,10 +120,11 @@ func StartGateway(cfg ServeConfig, log *slog.Logger) (g *Gateway, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g = &Gateway{cfg: cfg, log: log, served: make(chan error, 1)}
+	gw := &Gateway{cfg: cfg, log: log, served: make(chan error, 1)}
+	g = gw
 	defer func() {
 		if err != nil {
-			g.closeBackends(context.Background())
+			gw.closeBackends(context.Background())
 		}
 	}()
 	brokers := cfg.Brokers
@@ -132,10 +148,23 @@ func StartGateway(cfg ServeConfig, log *slog.Logger) (g *Gateway, err error) {
 	}
 	ic := cfg.Ingest
 	ic.AckStatus = http.StatusOK
-	var sink ingest.Sink = syncSink{g.prod}
-	if cfg.Ack == AckNone {
+	var sink ingest.Sink
+	switch cfg.Ack {
+	case AckKafka:
+		sink = syncSink{g.prod}
+	case AckNone:
 		ic.AckStatus = http.StatusAccepted
 		sink = enqueueSink{g.prod}
+	case AckSpool:
+		sc := cfg.Spool
+		if sc.Dir == "" {
+			sc.Dir = filepath.Join(cfg.DataDir, "spool")
+		}
+		if g.spool, err = spool.Open(sc, log, spool.NewMetrics(reg)); err != nil {
+			return nil, err
+		}
+		g.fwd = spool.StartForwarder(g.spool, g.prod, cfg.Forwarder, log)
+		sink = spoolSink{g.spool}
 	}
 	in, err := ingest.New(ic, sink, log, reg)
 	if err != nil {
@@ -223,15 +252,65 @@ func (g *Gateway) checkReady(ctx context.Context) {
 	}
 }
 
+// readiness is the body of /readyz.
+type readiness struct {
+	Ready bool        `json:"ready"`
+	Ack   string      `json:"ack"`
+	Kafka string      `json:"kafka"` // "ok" or why not
+	Error string      `json:"error,omitempty"`
+	Spool *spoolState `json:"spool,omitempty"`
+}
+
+type spoolState struct {
+	Bytes                    int64   `json:"bytes"`
+	MaxBytes                 int64   `json:"max_bytes"`
+	Segments                 int     `json:"segments"`
+	Unforwarded              uint64  `json:"unforwarded_records"`
+	OldestUnforwardedSeconds float64 `json:"oldest_unforwarded_seconds"`
+	Forwarder                string  `json:"forwarder"`
+	Failed                   string  `json:"failed,omitempty"`
+}
+
+// Ready reports whether the gateway takes events now, and why not. With
+// ack=spool that needs a writable spool with room, not Kafka: the spool
+// absorbs broker outages. Otherwise Kafka must have answered a metadata
+// request.
+func (g *Gateway) Ready() readiness {
+	rd := readiness{Ack: g.cfg.Ack, Kafka: "ok"}
+	if !g.ready.Load() {
+		rd.Kafka = g.readyErr.Load().(string)
+	}
+	switch {
+	case g.stopping.Load():
+		rd.Error = "shutting down"
+	case g.spool != nil:
+		st := g.spool.Stats()
+		rd.Spool = &spoolState{Bytes: st.Bytes, MaxBytes: st.MaxBytes, Segments: st.Segments, Unforwarded: st.Unforwarded,
+			OldestUnforwardedSeconds: g.fwd.OldestAge().Seconds(), Forwarder: g.fwd.State(), Failed: st.Failed}
+		switch {
+		case st.Failed != "":
+			rd.Error = "the spool cannot write: " + st.Failed
+		case st.Bytes >= st.MaxBytes*95/100:
+			rd.Error = "the spool is full"
+		default:
+			rd.Ready = true
+		}
+	case !g.ready.Load():
+		rd.Error = "kafka: " + rd.Kafka
+	default:
+		rd.Ready = true
+	}
+	return rd
+}
+
 func (g *Gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	if g.ready.Load() {
-		_, _ = io.WriteString(w, `{"ready":true}`+"\n")
-		return
+	rd := g.Ready()
+	if !rd.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
 	}
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_ = json.NewEncoder(w).Encode(map[string]any{"ready": false, "error": g.readyErr.Load()})
+	_ = json.NewEncoder(w).Encode(rd)
 }
 
 // Shutdown stops accepting requests, waits for those in flight (each waits
@@ -239,12 +318,14 @@ func (g *Gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
 // development broker. It returns an error if ctx ended first, in which case
 // records buffered with ack=none may be lost (they are logged).
 func (g *Gateway) Shutdown(ctx context.Context) error {
-	g.ready.Store(false)
-	g.readyErr.Store("shutting down")
+	g.stopping.Store(true)
 	err := g.srv.Shutdown(ctx)
 	if err != nil {
 		g.log.Error("requests still in flight at the shutdown deadline; closing their connections", "err", err)
 		_ = g.srv.Close()
+	}
+	if g.fwd != nil {
+		g.drainSpool(ctx)
 	}
 	if cerr := g.closeBackends(ctx); err == nil {
 		err = cerr
@@ -253,14 +334,50 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// drainSpool lets the forwarder send what the spool holds, so that a
+// container restarted without its volume loses nothing. It gives up at 90%
+// of the time ctx leaves: the rest stays in the spool, durable, and is sent
+// on the next start from the same data dir.
+func (g *Gateway) drainSpool(ctx context.Context) {
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)*9/10))
+		defer cancel()
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := g.spool.Stats().Unforwarded
+		if n == 0 {
+			g.log.Info("spool drained: every acknowledged event is in kafka")
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			g.log.Warn("shutting down with events still in the spool; they are sent on the next start with the same --data-dir (keep it on a persistent volume)",
+				"records", n, "dir", g.spool.Dir(), "forwarder", g.fwd.State())
+			return
+		}
+	}
+}
+
 func (g *Gateway) closeBackends(ctx context.Context) error {
 	var err error
 	if g.stopReady != nil {
 		g.stopReady()
 	}
+	if g.fwd != nil {
+		g.fwd.Stop(ctx)
+	}
+	if g.spool != nil {
+		if serr := g.spool.Close(); serr != nil {
+			err = fmt.Errorf("closing the spool: %w", serr)
+		}
+	}
 	if g.prod != nil {
-		if err = g.prod.Close(ctx); err != nil {
-			err = fmt.Errorf("flushing the producer: %w", err)
+		if perr := g.prod.Close(ctx); perr != nil && err == nil {
+			err = fmt.Errorf("flushing the producer: %w", perr)
 		}
 	}
 	if g.broker != nil {
@@ -283,25 +400,38 @@ func (s enqueueSink) Write(_ context.Context, recs []event.Record) error {
 	return sinkErr(s.p.TryProduce(recs))
 }
 
+// spoolSink answers once the records are in the spool, fsynced (ack=spool).
+type spoolSink struct{ s *spool.Spool }
+
+func (s spoolSink) Write(ctx context.Context, recs []event.Record) error {
+	return sinkErr(s.s.Append(ctx, recs))
+}
+
 func sinkErr(err error) error {
-	if errors.Is(err, kafka.ErrFull) {
+	if errors.Is(err, kafka.ErrFull) || errors.Is(err, spool.ErrFull) {
 		return fmt.Errorf("%w: %w", ingest.ErrSinkFull, err)
 	}
 	return err
 }
 
 var (
-	_ ingest.Sink = syncSink{}
-	_ ingest.Sink = enqueueSink{}
+	_ ingest.Sink    = syncSink{}
+	_ ingest.Sink    = enqueueSink{}
+	_ ingest.Sink    = spoolSink{}
+	_ spool.Producer = (*kafka.Producer)(nil)
 )
 
 // registerServe binds cfg's fields to flags.
 func registerServe(fs *flag.FlagSet, cfg *ServeConfig, brokers *listFlag, origins *listFlag, proxies *string,
-	bodyBytes, decompBytes, eventBytes, bufBytes, inflight *byteSize) {
+	bodyBytes, decompBytes, eventBytes, bufBytes, inflight, spoolSeg, spoolMax *byteSize) {
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address (host:port)")
 	fs.Var(brokers, "brokers", "Kafka seed brokers, comma-separated host:port; empty starts the embedded development broker")
-	fs.StringVar(&cfg.Ack, "ack", cfg.Ack, "when to answer: kafka (200 after Kafka acknowledged every event) or none (202 after enqueue in memory)")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for local state (the development broker's data)")
+	fs.StringVar(&cfg.Ack, "ack", cfg.Ack, "when to answer: spool (200 once fsynced to the local spool), kafka (200 once Kafka acknowledged every event) or none (202 once enqueued in memory)")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for local state: the spool (<data-dir>/spool) and the development broker's data")
+	fs.StringVar(&cfg.Spool.Sync, "spool-sync", cfg.Spool.Sync, "always (fsync before answering; survives machine crashes) or interval (fsync every --spool-sync-interval; survives process crashes)")
+	fs.DurationVar(&cfg.Spool.SyncInterval, "spool-sync-interval", cfg.Spool.SyncInterval, "fsync period with --spool-sync interval (at most 1s)")
+	fs.Var(spoolSeg, "spool-segment-bytes", "size at which a spool segment file is closed and a new one started")
+	fs.Var(spoolMax, "spool-max-bytes", "disk the spool may use; past it inlet answers 503 with Retry-After")
 	fs.StringVar(&cfg.Broker.Listen, "broker-listen", cfg.Broker.Listen, "listen address of the development broker (without --brokers)")
 	fs.IntVar(&cfg.Broker.Partitions, "broker-partitions", cfg.Broker.Partitions, "partitions of topics the development broker creates")
 
@@ -342,7 +472,9 @@ func ParseServe(args []string, env Env) (ServeConfig, *logConfig, error) {
 	eventBytes := byteSize(cfg.Ingest.MaxEventBytes)
 	bufBytes := byteSize(cfg.Kafka.MaxBufferedBytes)
 	inflight := byteSize(cfg.Ingest.MaxInflightBytes)
-	registerServe(fs, &cfg, &brokers, &origins, &proxies, &bodyBytes, &decompBytes, &eventBytes, &bufBytes, &inflight)
+	spoolSeg := byteSize(cfg.Spool.SegmentBytes)
+	spoolMax := byteSize(cfg.Spool.MaxBytes)
+	registerServe(fs, &cfg, &brokers, &origins, &proxies, &bodyBytes, &decompBytes, &eventBytes, &bufBytes, &inflight, &spoolSeg, &spoolMax)
 	lc := &logConfig{}
 	lc.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {
@@ -355,6 +487,8 @@ func ParseServe(args []string, env Env) (ServeConfig, *logConfig, error) {
 	cfg.Ingest.MaxEventBytes = int(eventBytes)
 	cfg.Kafka.MaxBufferedBytes = int(bufBytes)
 	cfg.Ingest.MaxInflightBytes = int64(inflight)
+	cfg.Spool.SegmentBytes = int64(spoolSeg)
+	cfg.Spool.MaxBytes = int64(spoolMax)
 	var err error
 	if cfg.Ingest.TrustedProxies, err = ingest.ParseProxies(proxies); err != nil {
 		return cfg, nil, fmt.Errorf("--trusted-proxies: %w", err)

@@ -48,7 +48,9 @@ func freeAddr(t *testing.T) string {
 // answers 503 with Retry-After at the produce timeout, and a full buffer
 // answers 503 at once.
 func TestBrokerUnreachable(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig([]string{freeAddr(t)}, "events")
+	cfg.Ack = AckKafka
 	cfg.Ingest.WriteTimeout = 300 * time.Millisecond
 	cfg.Ingest.RetryAfter = 3 * time.Second
 	cfg.Kafka.MaxBufferedBytes = 4 << 10
@@ -93,7 +95,9 @@ func TestClientIP(t *testing.T) {
 	trusting := testConfig(brokers, topic)
 	trusting.Ingest.TrustedProxies, _ = parseProxiesT("127.0.0.0/8, 10.0.0.1")
 	g1 := startGateway(t, trusting)
-	g2 := startGateway(t, testConfig(brokers, topic)) // trusts nobody
+	untrusting := testConfig(brokers, topic) // trusts nobody
+	untrusting.DataDir = t.TempDir()
+	g2 := startGateway(t, untrusting)
 
 	xff := []string{"Content-Type", "application/json", "X-Forwarded-For", "198.51.100.9, 203.0.113.7, 10.0.0.1"}
 	do(t, "POST", "http://"+g1.Addr()+"/v1/track", []byte(`{"event":"trusted"}`), xff...)
@@ -151,19 +155,28 @@ func TestMetricsAndReady(t *testing.T) {
 	brokers := testBrokers(t)
 	g := startGateway(t, testConfig(brokers, uniqueTopic(t)))
 	base := "http://" + g.Addr()
-	deadline := time.Now().Add(10 * time.Second)
-	for do(t, "GET", base+"/readyz", nil).status != 200 {
-		if time.Now().After(deadline) {
-			t.Fatal("never ready with a reachable broker")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, 10*time.Second, "ready", func() bool { return do(t, "GET", base+"/readyz", nil).status == 200 })
 	do(t, "POST", base+"/v1/batch", []byte(`[{"event":"a"},{"event":"b"},{"event":7}]`), "Content-Type", "application/json")
+	// The forwarder sends the three records (two events, one dead letter).
+	waitFor(t, 20*time.Second, "the spool drained", func() bool {
+		return strings.Contains(string(do(t, "GET", base+"/readyz", nil).body), `"unforwarded_records":0`)
+	})
+	rd := string(do(t, "GET", base+"/readyz", nil).body)
+	for _, want := range []string{`"ready":true`, `"ack":"spool"`, `"kafka":"ok"`, `"forwarder":"idle"`, `"oldest_unforwarded_seconds":0`} {
+		if !strings.Contains(rd, want) {
+			t.Errorf("readyz %s lacks %s", rd, want)
+		}
+	}
 	m := string(do(t, "GET", base+"/metrics", nil).body)
 	for _, want := range []string{
 		"inlet_events_accepted_total 2",
 		`inlet_events_rejected_total{reason="bad_field"} 1`,
 		`inlet_http_requests_total{code="200",handler="batch"} 1`,
+		"inlet_spool_append_latency_seconds_count 1",
+		"inlet_spool_unforwarded_records 0",
+		"inlet_forwarder_records_total 3",
+		`inlet_forwarder_state{state="idle"} 1`,
+		"inlet_spool_oldest_unforwarded_seconds 0",
 		"inlet_produce_latency_seconds_count 1",
 		"inlet_producer_buffered_bytes 0",
 		"inlet_kafka_broker_errors_total",
@@ -175,21 +188,37 @@ func TestMetricsAndReady(t *testing.T) {
 	}
 }
 
+// waitFor polls cond until it holds, failing the test after timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting after %v: %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestSIGTERMUnderLoad runs the real binary, loads it from several
 // clients, sends SIGTERM, and checks that it exits 0 and that every event
 // it acknowledged is in Kafka.
 func TestSIGTERMUnderLoad(t *testing.T) {
+	for _, ack := range []string{AckSpool, AckKafka} {
+		t.Run(ack, func(t *testing.T) { testSIGTERMUnderLoad(t, ack) })
+	}
+}
+
+func testSIGTERMUnderLoad(t *testing.T, ack string) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary; skipped with -short")
 	}
 	brokers := testBrokers(t)
 	topic := uniqueTopic(t)
-	bin := filepath.Join(t.TempDir(), "inlet")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/inlet").CombinedOutput(); err != nil {
-		t.Fatalf("building: %v\n%s", err, out)
-	}
+	bin := buildInlet(t)
 	addr := freeAddr(t)
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--topic", topic, "--shutdown-timeout", "20s")
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--topic", topic, "--shutdown-timeout", "20s",
+		"--ack", ack, "--data-dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "INLET_BROKERS="+strings.Join(brokers, ","), "INLET_LINGER=20ms")
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -399,4 +428,30 @@ func TestTailAndKcat(t *testing.T) {
 	if len(names) != 5 {
 		t.Errorf("kcat saw events %v, want e1..e5", names)
 	}
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// buildInlet builds the inlet binary once per test run.
+func buildInlet(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "inlet-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "inlet")
+		if out, err := exec.Command("go", "build", "-o", builtBin, "../../cmd/inlet").CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtBin
 }
