@@ -21,6 +21,7 @@ eval "$(scripts/services.sh start)"
 export INLET_TEST_BROKERS="$INLET_KAFKA_BROKERS"
 export INLET_TEST_REDIS="$INLET_REDIS_ADDR"
 export INLET_TEST_REQUIRE_KAFKA=1
+export INLET_TEST_KAFKA_SCRIPT="$REPO/scripts/kafka.sh" # halt/resume for outage tests
 echo "== Kafka at $INLET_TEST_BROKERS, Redis at $INLET_TEST_REDIS" >&2
 
 echo "== gofmt and go vet" >&2

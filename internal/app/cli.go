@@ -32,6 +32,7 @@ Usage:
   inlet serve   [flags]   take events over HTTP and deliver them to Kafka
   inlet broker  [flags]   run the embedded single-node development broker alone
   inlet tail    [flags]   print the records of a topic
+  inlet verify  [flags]   send events to a gateway, read them back, report any loss (exit 1)
   inlet version           print the version
 
 Every flag can also be set from the environment: --produce-timeout is
@@ -54,6 +55,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = runBroker(ctx, rest, env)
 	case "tail":
 		err = runTail(ctx, rest, env)
+	case "verify":
+		err = runVerify(ctx, rest, env)
 	case "version", "--version", "-version":
 		fmt.Fprintln(env.Stdout, versionString())
 	case "help", "-h", "--help":

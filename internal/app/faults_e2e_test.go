@@ -1,0 +1,472 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/devbroker"
+	"github.com/inlet-dev/inlet/internal/verify"
+)
+
+// brokerCtl is a Kafka broker a test may stop and start again: the real
+// one of `make test` (through scripts/kafka.sh halt/resume), else a
+// development broker in process with its data on disk.
+type brokerCtl struct {
+	brokers []string
+	halt    func()
+	resume  func()
+}
+
+func testBrokerCtl(t *testing.T) brokerCtl {
+	t.Helper()
+	if b := os.Getenv("INLET_TEST_BROKERS"); b != "" {
+		script := os.Getenv("INLET_TEST_KAFKA_SCRIPT")
+		if script == "" {
+			t.Fatal("INLET_TEST_BROKERS without INLET_TEST_KAFKA_SCRIPT: run `make test`")
+		}
+		run := func(verb string) string {
+			out, err := exec.Command(script, verb).Output()
+			if err != nil {
+				t.Fatalf("%s %s: %v", script, verb, err)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		ctl := brokerCtl{brokers: strings.Split(b, ",")}
+		ctl.halt = func() { run("halt") }
+		ctl.resume = func() {
+			if addr := run("resume"); !strings.HasSuffix(addr, b) {
+				t.Fatalf("kafka came back at %q, not %s", addr, b)
+			}
+		}
+		t.Cleanup(func() { // never leave the shared broker halted
+			if exec.Command(script, "status").Run() != nil {
+				ctl.resume()
+			}
+		})
+		return ctl
+	}
+	cfg := devbroker.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.DataDir = t.TempDir()
+	b, err := devbroker.Start(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Listen = b.Addr()
+	var mu sync.Mutex
+	ctl := brokerCtl{brokers: []string{b.Addr()}}
+	ctl.halt = func() { mu.Lock(); defer mu.Unlock(); b.Close() }
+	ctl.resume = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		var err error
+		if b, err = devbroker.Start(cfg, testLogger(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { mu.Lock(); defer mu.Unlock(); b.Close() })
+	return ctl
+}
+
+// loader sends batches of five events with unique ids, recording them in a
+// verify.Ledger, until stopped.
+type loader struct {
+	run    string
+	ledger *verify.Ledger
+	seq    atomic.Int64
+	client *http.Client
+
+	mu       sync.Mutex
+	statuses map[string]int // HTTP status or client error → count
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startLoader(target string, workers int, pause time.Duration) *loader {
+	l := &loader{run: verify.NewRun(), ledger: verify.NewLedger(), statuses: map[string]int{}, stop: make(chan struct{}),
+		client: &http.Client{Timeout: 20 * time.Second}}
+	for w := 0; w < workers; w++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for {
+				select {
+				case <-l.stop:
+					return
+				default:
+				}
+				l.send(target)
+				if pause > 0 {
+					time.Sleep(pause)
+				}
+			}
+		}()
+	}
+	return l
+}
+
+func (l *loader) send(target string) {
+	ids := make([]string, 5)
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range ids {
+		ids[i] = verify.ID(l.run, int(l.seq.Add(1)))
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `{"event":"fault","id":%q,"props":{"pad":"0123456789abcdef0123456789abcdef"}}`, ids[i])
+	}
+	b.WriteString("]")
+	l.ledger.Sent(ids...)
+	resp, err := l.client.Post(target+"/v1/batch", "application/json", strings.NewReader(b.String()))
+	outcome := ""
+	if err != nil {
+		outcome = "client error"
+		time.Sleep(10 * time.Millisecond) // the server is down: do not spin
+	} else {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		outcome = fmt.Sprint(resp.StatusCode)
+		if resp.StatusCode == http.StatusOK {
+			l.ledger.Acked(ids...)
+		}
+	}
+	l.ledger.Answered(outcome)
+	l.mu.Lock()
+	l.statuses[outcome]++
+	l.mu.Unlock()
+}
+
+func (l *loader) Stop() map[string]int {
+	close(l.stop)
+	l.wg.Wait()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.statuses
+}
+
+// check reads the topic and fails the test if any acknowledged event is
+// missing; it logs the report (duplicates included).
+func (l *loader) check(t *testing.T, brokers []string, topic string) verify.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	seen, err := verify.Delivered(ctx, brokers, topic, verify.Prefix(l.run), l.ledger, 15*time.Second)
+	if err != nil {
+		t.Fatalf("reading %s: %v", topic, err)
+	}
+	rep := verify.Compare(l.run, l.ledger, seen)
+	js, _ := json.Marshal(rep)
+	t.Logf("verify: %s", js)
+	if !rep.OK() {
+		t.Fatalf("%d acknowledged events lost (e.g. %v)", rep.Lost, rep.LostIDs)
+	}
+	if rep.Acknowledged == 0 {
+		t.Fatal("nothing was acknowledged: the load did not run")
+	}
+	return rep
+}
+
+// TestKill9UnderLoad kills `inlet serve --ack spool` with SIGKILL under
+// load five times, restarting it each time on the same data dir, and
+// checks that no acknowledged event is lost.
+func TestKill9UnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	brokers := testBrokers(t)
+	topic := uniqueTopic(t)
+	bin := buildInlet(t)
+	dataDir := t.TempDir()
+	addr := freeAddr(t)
+	start := func() (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.Command(bin, "serve", "--listen", addr, "--topic", topic, "--data-dir", dataDir, "--ack", "spool")
+		cmd.Env = append(os.Environ(), "INLET_BROKERS="+strings.Join(brokers, ","))
+		var logs bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &logs, &logs
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitReady(t, "http://"+addr)
+		return cmd, &logs
+	}
+	l := startLoader("http://"+addr, 8, 0)
+	acked := 0
+	for i := 0; i < 5; i++ {
+		cmd, _ := start()
+		time.Sleep(time.Duration(800+150*i) * time.Millisecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Wait()
+		_, a := l.ledger.Counts()
+		if a <= acked {
+			t.Fatalf("kill %d: no event acknowledged since the last restart", i+1)
+		}
+		acked = a
+	}
+	// Bring it back, stop the load, and stop it cleanly: it drains the spool.
+	cmd, logs := start()
+	time.Sleep(500 * time.Millisecond)
+	statuses := l.Stop()
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("final SIGTERM: %v\n%s", err, logs)
+	}
+	if !strings.Contains(logs.String(), "recovered records not yet delivered") && !strings.Contains(logs.String(), "spool drained") {
+		t.Logf("logs of the last run:\n%s", logs)
+	}
+	t.Logf("answers: %v", statuses)
+	rep := l.check(t, brokers, topic)
+	t.Logf("5 kills: %d sent, %d acknowledged, %d delivered, %d duplicates, %d delivered without acknowledgement",
+		rep.Sent, rep.Acknowledged, rep.Delivered, rep.Duplicates, rep.DeliveredUnacknowledged)
+}
+
+func getReady(t *testing.T, base string) (int, readiness) {
+	r := do(t, "GET", base+"/readyz", nil)
+	var rd readiness
+	if err := json.Unmarshal(r.body, &rd); err != nil {
+		t.Fatalf("readyz %s: %v", r, err)
+	}
+	return r.status, rd
+}
+
+// TestBrokerOutageUnderLoad stops Kafka for 30 s under load: inlet answers
+// 200 throughout (the spool absorbs it), reports the outage, drains the
+// backlog when Kafka is back while new events keep flowing, and loses
+// nothing.
+func TestBrokerOutageUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 30 s outage; skipped with -short")
+	}
+	ctl := testBrokerCtl(t)
+	topic := uniqueTopic(t)
+	cfg := testConfig(ctl.brokers, topic)
+	cfg.DataDir = t.TempDir()
+	g := startGateway(t, cfg)
+	base := "http://" + g.Addr()
+	waitFor(t, 10*time.Second, "ready", func() bool { return do(t, "GET", base+"/readyz", nil).status == 200 })
+
+	l := startLoader(base, 4, 20*time.Millisecond)
+	time.Sleep(2 * time.Second)
+	ctl.halt()
+	outage := 30 * time.Second
+	deadline := time.Now().Add(outage)
+	for time.Now().Before(deadline) {
+		if status, rd := getReady(t, base); status != 200 || !rd.Ready {
+			t.Errorf("not ready during the outage: %d %+v", status, rd)
+		}
+		time.Sleep(time.Second)
+	}
+	_, during := getReady(t, base)
+	ctl.resume()
+	time.Sleep(5 * time.Second) // new events flow while the backlog drains
+	statuses := l.Stop()
+	if during.Kafka == "ok" || (during.Spool.Forwarder != "stalled" && during.Spool.Forwarder != "retrying") ||
+		during.Spool.Unforwarded == 0 || during.Spool.OldestUnforwardedSeconds < 20 {
+		t.Errorf("the outage did not show: %+v %+v", during, *during.Spool)
+	}
+	waitFor(t, 60*time.Second, "the backlog drained", func() bool {
+		_, rd := getReady(t, base)
+		return rd.Spool.Unforwarded == 0
+	})
+	for s, n := range statuses {
+		if s != "200" {
+			t.Errorf("%d answers %s during the outage; want only 200", n, s)
+		}
+	}
+	t.Logf("answers: %v; at the end of the outage: %d records spooled, oldest %.1fs, forwarder %s",
+		statuses, during.Spool.Unforwarded, during.Spool.OldestUnforwardedSeconds, during.Spool.Forwarder)
+	l.check(t, ctl.brokers, topic)
+}
+
+// TestSpoolFull: with Kafka down, a full spool answers 503 with
+// Retry-After, without crashing, and takes events again once drained.
+func TestSpoolFull(t *testing.T) {
+	ctl := testBrokerCtl(t)
+	topic := uniqueTopic(t)
+	cfg := testConfig(ctl.brokers, topic)
+	cfg.DataDir = t.TempDir()
+	cfg.Spool.SegmentBytes = 16 << 10
+	cfg.Spool.MaxBytes = 64 << 10
+	g := startGateway(t, cfg)
+	base := "http://" + g.Addr()
+
+	ctl.halt()
+	l := &loader{run: verify.NewRun(), ledger: verify.NewLedger(), statuses: map[string]int{}, client: http.DefaultClient}
+	for i := 0; i < 1000 && l.statuses["503"] == 0; i++ {
+		l.send(base)
+	}
+	if l.statuses["503"] != 1 || l.statuses["200"] == 0 {
+		t.Fatalf("answers %v: want 200s, then 503", l.statuses)
+	}
+	more := []byte(`[{"event":"more","props":{"s":"` + strings.Repeat("m", 2000) + `"}}]`) // larger than what is left
+	r := do(t, "POST", base+"/v1/batch", more, "Content-Type", "application/json")
+	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "capacity") {
+		t.Fatalf("full spool: %s (Retry-After %q)", r, r.header.Get("Retry-After"))
+	}
+	if status, rd := getReady(t, base); status != 503 || !strings.Contains(rd.Error, "full") {
+		t.Fatalf("readyz with a full spool: %d %+v", status, rd)
+	}
+	if r := do(t, "GET", base+"/healthz", nil); r.status != 200 {
+		t.Fatalf("healthz: %s", r)
+	}
+	ctl.resume()
+	waitFor(t, 60*time.Second, "the spool drained", func() bool {
+		status, rd := getReady(t, base)
+		return status == 200 && rd.Spool.Unforwarded == 0
+	})
+	before := l.statuses["200"]
+	l.send(base)
+	if l.statuses["200"] != before+1 {
+		t.Fatalf("after draining: answers %v", l.statuses)
+	}
+	l.check(t, ctl.brokers, topic)
+}
+
+// bufferLogger logs into a buffer the test can read.
+func bufferLogger() (*slog.Logger, *syncBuffer) {
+	b := &syncBuffer{}
+	return slog.New(slog.NewTextHandler(b, nil)), b
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestCorruptSpoolTail: events spooled while Kafka was unreachable, the
+// last segment's tail torn while inlet was down: on start the tail is cut
+// (and logged) and everything before it is delivered.
+func TestCorruptSpoolTail(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := uniqueTopic(t)
+	dataDir := t.TempDir()
+	offline := testConfig([]string{freeAddr(t)}, topic)
+	offline.DataDir = dataDir
+	offline.ShutdownTimeout = 500 * time.Millisecond
+	g, err := StartGateway(offline, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		r := do(t, "POST", "http://"+g.Addr()+"/v1/track", []byte(fmt.Sprintf(`{"event":"spooled","id":"c%d"}`, i)), "Content-Type", "application/json")
+		if r.status != 200 {
+			t.Fatalf("spooling event %d: %s", i, r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), offline.ShutdownTimeout)
+	g.Shutdown(ctx) // the spool cannot drain: Kafka is unreachable
+	cancel()
+
+	segs, _ := filepath.Glob(filepath.Join(dataDir, "spool", "*.seg"))
+	sort.Strings(segs)
+	var last string
+	for _, s := range segs {
+		if fi, _ := os.Stat(s); fi.Size() > 0 {
+			last = s
+		}
+	}
+	fi, err := os.Stat(last)
+	if err != nil {
+		t.Fatalf("no spool segment with data: %v", err)
+	}
+	if err := os.Truncate(last, fi.Size()-5); err != nil { // a torn last write
+		t.Fatal(err)
+	}
+
+	online := testConfig(brokers, topic)
+	online.DataDir = dataDir
+	log, logs := bufferLogger()
+	g2, err := StartGateway(online, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g2.Shutdown(context.Background())
+	recs := consume(t, brokers, topic, 30*time.Second, func(r []record) bool { return len(r) >= 9 })
+	time.Sleep(time.Second)
+	got := map[string]bool{}
+	for _, r := range recs {
+		got[r.headers["inlet-event-id"]] = true
+	}
+	for i := 0; i < 9; i++ {
+		if !got[fmt.Sprintf("c%d", i)] {
+			t.Errorf("event c%d, before the torn record, was not delivered", i)
+		}
+	}
+	if !strings.Contains(logs.String(), "level=ERROR") || !strings.Contains(logs.String(), "cutting it at the last good record") {
+		t.Errorf("the torn tail was not logged as an error:\n%s", logs)
+	}
+}
+
+// TestDiskWriteError puts the spool on a tiny tmpfs: when the disk refuses
+// a write, inlet answers 503 (not stored, retry) and keeps serving.
+func TestDiskWriteError(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a tmpfs needs root (CI runs as root)")
+	}
+	dir, err := os.MkdirTemp("", "inlet-diskfull-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=128k", "tmpfs", dir).CombinedOutput(); err != nil {
+		os.Remove(dir)
+		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
+	}
+	t.Cleanup(func() { // registered first: runs after the gateway stopped
+		exec.Command("umount", dir).Run()
+		os.Remove(dir)
+	})
+	cfg := testConfig([]string{freeAddr(t)}, uniqueTopic(t)) // nothing drains
+	cfg.DataDir = dir
+	cfg.Spool.SegmentBytes = 1 << 20
+	cfg.Spool.MaxBytes = 64 << 20 // far more than the disk
+	cfg.ShutdownTimeout = time.Second
+	g := startGateway(t, cfg)
+	base := "http://" + g.Addr()
+	body := []byte(`[{"event":"big","props":{"s":"` + strings.Repeat("x", 20<<10) + `"}}]`)
+	var r response
+	n := 0
+	for ; n < 100; n++ {
+		if r = do(t, "POST", base+"/v1/batch", body, "Content-Type", "application/json"); r.status != 200 {
+			break
+		}
+	}
+	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "write failed") {
+		t.Fatalf("after %d events on a full disk: %s, want 503 write failed", n, r)
+	}
+	if r := do(t, "GET", base+"/healthz", nil); r.status != 200 {
+		t.Fatalf("healthz after a disk error: %s", r)
+	}
+	if r := do(t, "POST", base+"/v1/batch", body, "Content-Type", "application/json"); r.status != 503 {
+		t.Fatalf("still full: %s", r)
+	}
+}

@@ -1,0 +1,140 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/verify"
+)
+
+// runVerifyMain runs `inlet verify args...` and decodes the report it
+// printed, if any.
+func runVerifyMain(t *testing.T, args ...string) (code int, rep verify.Report, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code = Main(ctx, append([]string{"verify"}, args...), env)
+	if out.Len() > 0 {
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("verify printed no JSON report: %v\n%s", err, out.String())
+		}
+	}
+	return code, rep, errb.String()
+}
+
+// TestVerify runs the checker against a healthy gateway: everything sent is
+// acknowledged and delivered, once.
+func TestVerify(t *testing.T) {
+	brokers := testBrokers(t)
+	topic := uniqueTopic(t)
+	cfg := testConfig(brokers, topic)
+	cfg.Ack = AckKafka
+	cfg.DataDir = t.TempDir()
+	g := startGateway(t, cfg)
+	common := []string{"--target", "http://" + g.Addr(), "--brokers", strings.Join(brokers, ","), "--topic", topic,
+		"--settle", "10s"}
+
+	t.Run("events", func(t *testing.T) {
+		code, rep, stderr := runVerifyMain(t, append(common, "--events", "2000", "--batch", "5", "--concurrency", "8",
+			"--run", "vtest-events")...)
+		if code != 0 {
+			t.Fatalf("exit %d, report %+v\n%s", code, rep, stderr)
+		}
+		if rep.Run != "vtest-events" || rep.Sent != 2000 || rep.Acknowledged != 2000 || rep.Delivered != 2000 ||
+			rep.Lost != 0 || rep.Duplicates != 0 || rep.DeliveredUnacknowledged != 0 || rep.Status["200"] != 400 {
+			t.Errorf("report %+v, want 2000 sent, acknowledged and delivered in 400 requests answered 200", rep)
+		}
+		if rep.Target != "http://"+g.Addr() || rep.Topic != topic {
+			t.Errorf("report names target %q, topic %q", rep.Target, rep.Topic)
+		}
+		if !strings.Contains(stderr, "run vtest-events: sending 2000 events") {
+			t.Errorf("no progress on stderr:\n%s", stderr)
+		}
+	})
+	// The topic now holds the first run: the second one reads past it.
+	t.Run("duration", func(t *testing.T) {
+		code, rep, stderr := runVerifyMain(t, append(common, "--duration", "1s", "--rate", "400", "--batch", "4")...)
+		if code != 0 {
+			t.Fatalf("exit %d, report %+v\n%s", code, rep, stderr)
+		}
+		if rep.Sent < 200 || rep.Sent > 400 || rep.Acknowledged != rep.Sent || rep.Delivered != rep.Sent || rep.Lost != 0 {
+			t.Errorf("report %+v, want about 400 sent, all acknowledged and delivered", rep)
+		}
+		if !strings.HasPrefix(rep.Run, "v") || rep.Run == "vtest-events" {
+			t.Errorf("run id %q: want a new one", rep.Run)
+		}
+	})
+}
+
+// TestVerifyCatchesLoss: a gateway that acknowledges (ack=none, 202) but
+// cannot reach its Kafka loses everything; verify must say so and exit 1.
+func TestVerifyCatchesLoss(t *testing.T) {
+	brokers := testBrokers(t) // where verify looks for the events
+	topic := uniqueTopic(t)
+	cfg := testConfig([]string{freeAddr(t)}, topic)
+	cfg.Ack = AckNone
+	cfg.DataDir = t.TempDir()
+	cfg.ShutdownTimeout = time.Second // nothing can be flushed anyway
+	g := startGateway(t, cfg)
+
+	start := time.Now()
+	code, rep, stderr := runVerifyMain(t, "--target", "http://"+g.Addr(), "--brokers", strings.Join(brokers, ","),
+		"--topic", topic, "--events", "200", "--settle", "1s", "--run", "vloss")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; report %+v\n%s", code, rep, stderr)
+	}
+	if rep.Sent != 200 || rep.Acknowledged != 200 || rep.Delivered != 0 || rep.Lost != 200 || rep.Status["202"] != 40 {
+		t.Errorf("report %+v, want 200 acknowledged with 202 and all lost", rep)
+	}
+	if len(rep.LostIDs) != verify.MaxLostIDs || rep.LostIDs[0] != "vloss-0" || rep.LostIDs[19] != "vloss-19" {
+		t.Errorf("lost ids %q, want vloss-0 ... vloss-19", rep.LostIDs)
+	}
+	if !strings.Contains(stderr, "verify: 200 acknowledged events lost") {
+		t.Errorf("stderr lacks the verdict:\n%s", stderr)
+	}
+	if d := time.Since(start); d > 15*time.Second {
+		t.Errorf("verify took %v with --settle 1s", d)
+	}
+}
+
+// TestVerifyNothingAcknowledged: a target that answers nothing is not a pass.
+func TestVerifyNothingAcknowledged(t *testing.T) {
+	brokers := testBrokers(t)
+	code, rep, stderr := runVerifyMain(t, "--target", "http://"+freeAddr(t), "--brokers", strings.Join(brokers, ","),
+		"--topic", uniqueTopic(t), "--events", "10", "--settle", "1s")
+	if code != 1 || rep.Sent != 10 || rep.Acknowledged != 0 || rep.Status["refused"] != 2 ||
+		!strings.Contains(stderr, "acknowledged no event") {
+		t.Errorf("exit %d, report %+v, stderr:\n%s\nwant exit 1 with 2 refused requests", code, rep, stderr)
+	}
+}
+
+func TestVerifyUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"nothing to send", []string{"--events", "0"}, "nothing to send"},
+		{"events and duration", []string{"--events", "5", "--duration", "1s"}, "not both"},
+		{"zero batch", []string{"--batch", "0"}, "batch"},
+		{"negative rate", []string{"--rate", "-1"}, "rate"},
+		{"target without scheme", []string{"--target", "127.0.0.1:8080"}, "want http://host:port"},
+		{"zero settle", []string{"--settle", "0s"}, "--settle"},
+		{"bad run id", []string{"--run", "a b"}, "run id"},
+		{"extra arg", []string{"now"}, `unexpected argument "now"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, stderr := runVerifyMain(t, tt.args...)
+			if code != 2 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
+			}
+		})
+	}
+}

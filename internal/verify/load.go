@@ -1,0 +1,255 @@
+package verify
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LoadConfig configures Load. Start from DefaultLoadConfig.
+type LoadConfig struct {
+	// Target is the gateway's base URL, http://host:port; events go to
+	// Target + "/v1/batch".
+	Target string
+	// Events is how many events to send; 0 sends until Duration ends.
+	Events int
+	// Batch is the number of events per request.
+	Batch int
+	// Concurrency is the number of requests in flight at most.
+	Concurrency int
+	// Rate is events per second; 0 sends as fast as the gateway answers.
+	Rate float64
+	// Duration stops sending after this long; 0 is no limit. Requests in
+	// flight then are finished.
+	Duration time.Duration
+	// Timeout bounds one request, answer included.
+	Timeout time.Duration
+	// Run names the run: event ids are "<Run>-<n>" (see ID).
+	Run string
+	// EventName is the "event" field of every event.
+	EventName string
+}
+
+// DefaultLoadConfig returns the defaults of `inlet verify`, with a new run id.
+func DefaultLoadConfig() LoadConfig {
+	return LoadConfig{
+		Target:      "http://127.0.0.1:8080",
+		Events:      10000,
+		Batch:       5,
+		Concurrency: 8,
+		Timeout:     10 * time.Second,
+		Run:         NewRun(),
+		EventName:   "inlet_verify",
+	}
+}
+
+// maxRunLen keeps "<run>-<n>" within inlet's 128-byte id limit.
+const maxRunLen = 100
+
+// Validate reports the first invalid setting.
+func (c LoadConfig) Validate() error {
+	u, err := url.Parse(c.Target)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return fmt.Errorf("verify: target %q: want http://host:port", c.Target)
+	case c.Events < 0:
+		return errors.New("verify: events must not be negative")
+	case c.Duration < 0:
+		return errors.New("verify: duration must not be negative")
+	case c.Events == 0 && c.Duration == 0:
+		return errors.New("verify: nothing to send: set a number of events or a duration")
+	case c.Batch < 1 || c.Concurrency < 1:
+		return errors.New("verify: batch and concurrency must be at least 1")
+	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
+		return fmt.Errorf("verify: rate %v: want events per second, or 0 for as fast as possible", c.Rate)
+	case c.Timeout <= 0:
+		return errors.New("verify: timeout must be positive")
+	case c.EventName == "" || len(c.EventName) > 128:
+		return errors.New("verify: event name must be 1 to 128 bytes")
+	case c.Run == "" || len(c.Run) > maxRunLen:
+		return fmt.Errorf("verify: run id %q: want 1 to %d characters", c.Run, maxRunLen)
+	}
+	for _, r := range c.Run {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._:-", r)) {
+			return fmt.Errorf("verify: run id %q: want letters, digits and . _ : -", c.Run)
+		}
+	}
+	return nil
+}
+
+// Load sends events with ids "<Run>-<n>", n from 0, in batches of
+// cfg.Batch to cfg.Target + "/v1/batch", paced at cfg.Rate, with at most
+// cfg.Concurrency requests in flight, and records each id in l as sent
+// before its request and as acknowledged when the gateway answered 2xx
+// (less any the answer lists as rejected). Each request's outcome is counted
+// with l.Answered. Requests are not retried.
+//
+// Load blocks until every event was sent and answered, or Duration ended
+// (requests in flight are finished), or ctx ended (requests in flight are
+// abandoned, and ctx's error is returned).
+func Load(ctx context.Context, cfg LoadConfig, l *Ledger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	name, _ := json.Marshal(cfg.EventName)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = cfg.Concurrency
+	defer tr.CloseIdleConnections()
+	s := sender{
+		client: &http.Client{Transport: tr, Timeout: cfg.Timeout},
+		url:    strings.TrimRight(cfg.Target, "/") + "/v1/batch",
+		cfg:    cfg,
+		name:   name,
+		l:      l,
+	}
+
+	sendCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.Duration > 0 {
+		sendCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
+		defer cancel()
+	}
+	firsts := make(chan int)
+	var wg sync.WaitGroup
+	for range cfg.Concurrency {
+		wg.Go(func() {
+			for first := range firsts {
+				s.send(ctx, first)
+			}
+		})
+	}
+	// Batch i is due at start + i*Batch/Rate. A batch that finds every
+	// worker busy waits; later ones are then sent as soon as possible,
+	// which catches up to the rate.
+	start := time.Now()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+dispatch:
+	for n := 0; cfg.Events == 0 || n < cfg.Events; n += cfg.Batch {
+		if cfg.Rate > 0 {
+			due := time.Duration(float64(n) / cfg.Rate * float64(time.Second))
+			if cfg.Duration > 0 && due >= cfg.Duration {
+				break // Rate * Duration events, not one batch more
+			}
+			if d := time.Until(start.Add(due)); d > 0 {
+				timer.Reset(d)
+				select {
+				case <-timer.C:
+				case <-sendCtx.Done():
+					break dispatch
+				}
+			}
+		}
+		select {
+		case firsts <- n:
+		case <-sendCtx.Done():
+			break dispatch
+		}
+	}
+	close(firsts)
+	wg.Wait()
+	return ctx.Err()
+}
+
+// sender sends the batches of one Load.
+type sender struct {
+	client *http.Client
+	url    string
+	cfg    LoadConfig
+	name   []byte // the event name as JSON
+	l      *Ledger
+}
+
+// send sends the batch of events first, first+1, ... and records the outcome.
+func (s *sender) send(ctx context.Context, first int) {
+	n := s.cfg.Batch
+	if s.cfg.Events > 0 {
+		n = min(n, s.cfg.Events-first)
+	}
+	ids := make([]string, n)
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i := range ids {
+		seq := first + i
+		ids[i] = ID(s.cfg.Run, seq)
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		// The run id holds no character JSON would escape (see Validate).
+		fmt.Fprintf(&b, `{"event":%s,"id":"%s","props":{"seq":%d}}`, s.name, ids[i], seq)
+	}
+	b.WriteByte(']')
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, &b)
+	if err != nil {
+		s.l.Answered("error")
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "inlet-verify")
+	s.l.Sent(ids...)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		s.l.Answered(errorKind(ctx, err))
+		return
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // keep the connection when we can
+	resp.Body.Close()
+	s.l.Answered(strconv.Itoa(resp.StatusCode))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return
+	}
+	s.l.Acked(acceptedIDs(ids, body)...)
+}
+
+// acceptedIDs drops from ids those the batch answer lists as rejected. An
+// answer that is not inlet's batch answer acknowledges every id.
+func acceptedIDs(ids []string, body []byte) []string {
+	var a struct {
+		Rejected []struct {
+			Index int `json:"index"`
+		} `json:"rejected"`
+	}
+	if json.Unmarshal(body, &a) != nil || len(a.Rejected) == 0 {
+		return ids
+	}
+	rejected := make(map[int]bool, len(a.Rejected))
+	for _, r := range a.Rejected {
+		rejected[r.Index] = true
+	}
+	out := make([]string, 0, len(ids))
+	for i, id := range ids {
+		if !rejected[i] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// errorKind names a request that got no answer.
+func errorKind(ctx context.Context, err error) string {
+	var ne net.Error
+	switch {
+	case ctx.Err() != nil:
+		return "canceled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "reset"
+	}
+	return "error"
+}

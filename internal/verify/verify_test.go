@@ -1,0 +1,412 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/devbroker"
+)
+
+func TestCompare(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		sent       []string
+		acked      []string
+		seen       map[string]int
+		want       Report // counts only
+		wantLostID []string
+	}{
+		{
+			name:  "all delivered",
+			sent:  []string{"r-0", "r-1", "r-2"},
+			acked: []string{"r-0", "r-1", "r-2"},
+			seen:  map[string]int{"r-0": 1, "r-1": 1, "r-2": 1},
+			want:  Report{Sent: 3, Acknowledged: 3, Delivered: 3},
+		},
+		{
+			name:       "acknowledged but absent is lost",
+			sent:       []string{"r-0", "r-1", "r-2"},
+			acked:      []string{"r-0", "r-1", "r-2"},
+			seen:       map[string]int{"r-1": 1},
+			want:       Report{Sent: 3, Acknowledged: 3, Delivered: 1, Lost: 2},
+			wantLostID: []string{"r-0", "r-2"},
+		},
+		{
+			name:  "duplicates are extra copies",
+			sent:  []string{"r-0", "r-1"},
+			acked: []string{"r-0", "r-1"},
+			seen:  map[string]int{"r-0": 3, "r-1": 1},
+			want:  Report{Sent: 2, Acknowledged: 2, Delivered: 2, Duplicates: 2},
+		},
+		{
+			name:  "unacknowledged and delivered is allowed",
+			sent:  []string{"r-0", "r-1", "r-2"},
+			acked: []string{"r-0"},
+			seen:  map[string]int{"r-0": 1, "r-1": 2},
+			want:  Report{Sent: 3, Acknowledged: 1, Delivered: 2, Duplicates: 1, DeliveredUnacknowledged: 1},
+		},
+		{
+			name:  "unacknowledged and absent is not lost",
+			sent:  []string{"r-0", "r-1"},
+			acked: nil,
+			seen:  map[string]int{},
+			want:  Report{Sent: 2},
+		},
+		{
+			name:  "zero counts are not deliveries",
+			sent:  []string{"r-0"},
+			acked: []string{"r-0"},
+			seen:  map[string]int{"r-0": 0},
+			want:  Report{Sent: 1, Acknowledged: 1, Lost: 1},
+			// A zero count is what a map lookup of an unseen id gives.
+			wantLostID: []string{"r-0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			l := NewLedger()
+			l.Sent(tt.sent...)
+			l.Acked(tt.acked...)
+			r := Compare("r", l, tt.seen)
+			got := Report{Sent: r.Sent, Acknowledged: r.Acknowledged, Delivered: r.Delivered, Lost: r.Lost,
+				Duplicates: r.Duplicates, DeliveredUnacknowledged: r.DeliveredUnacknowledged}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("counts = %+v\nwant     %+v", got, tt.want)
+			}
+			if !slices.Equal(r.LostIDs, tt.wantLostID) {
+				t.Errorf("LostIDs = %q, want %q", r.LostIDs, tt.wantLostID)
+			}
+			if r.OK() != (tt.want.Lost == 0) {
+				t.Errorf("OK() = %v with %d lost", r.OK(), r.Lost)
+			}
+			if r.Run != "r" {
+				t.Errorf("Run = %q", r.Run)
+			}
+		})
+	}
+}
+
+func TestLostIDsInSendOrderAndCapped(t *testing.T) {
+	t.Parallel()
+	l := NewLedger()
+	for n := range 30 {
+		l.Sent(ID("run", n))
+		l.Acked(ID("run", n))
+	}
+	r := Compare("run", l, nil)
+	if r.Lost != 30 || r.OK() {
+		t.Fatalf("Lost = %d, OK = %v; want 30, false", r.Lost, r.OK())
+	}
+	want := make([]string, MaxLostIDs)
+	for n := range want {
+		want[n] = ID("run", n)
+	}
+	if !slices.Equal(r.LostIDs, want) {
+		t.Errorf("LostIDs = %q\nwant %q", r.LostIDs, want)
+	}
+}
+
+func TestLedgerConcurrent(t *testing.T) {
+	t.Parallel()
+	l := NewLedger()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for n := range 100 {
+				id := ID("r", n) // every worker sends the same ids: each counts once
+				l.Sent(id)
+				if n%2 == 0 {
+					l.Acked(id)
+				}
+				l.Answered(strconv.Itoa(200 + w%2))
+			}
+		})
+	}
+	wg.Wait()
+	if s, a := l.Counts(); s != 100 || a != 50 {
+		t.Errorf("Counts() = %d, %d; want 100, 50", s, a)
+	}
+	r := Compare("r", l, nil)
+	if r.Status["200"] != 400 || r.Status["201"] != 400 {
+		t.Errorf("Status = %v, want 400 of each", r.Status)
+	}
+	if l.Start().IsZero() || r.Duration == "" {
+		t.Errorf("no start time or duration: %v %q", l.Start(), r.Duration)
+	}
+}
+
+func TestLoadConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := DefaultLoadConfig()
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	tests := []struct {
+		name   string
+		modify func(*LoadConfig)
+	}{
+		{"no scheme", func(c *LoadConfig) { c.Target = "127.0.0.1:8080" }},
+		{"nothing to send", func(c *LoadConfig) { c.Events = 0 }},
+		{"negative events", func(c *LoadConfig) { c.Events = -1 }},
+		{"zero batch", func(c *LoadConfig) { c.Batch = 0 }},
+		{"zero concurrency", func(c *LoadConfig) { c.Concurrency = 0 }},
+		{"negative rate", func(c *LoadConfig) { c.Rate = -5 }},
+		{"zero timeout", func(c *LoadConfig) { c.Timeout = 0 }},
+		{"empty run", func(c *LoadConfig) { c.Run = "" }},
+		{"run with a quote", func(c *LoadConfig) { c.Run = `a"b` }},
+		{"long run", func(c *LoadConfig) { c.Run = string(make([]byte, 101)) }},
+	}
+	for _, tt := range tests {
+		c := ok
+		tt.modify(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: Validate() = nil, want an error", tt.name)
+		}
+	}
+	c := ok
+	c.Events, c.Duration = 0, time.Second
+	if err := c.Validate(); err != nil {
+		t.Errorf("duration instead of events: %v", err)
+	}
+}
+
+// fakeGateway answers batches like inlet: 200 with the batch answer. Batches
+// whose first seq is a multiple of 20 get 503; it rejects event index 1 of
+// batches whose first seq is 5.
+func fakeGateway(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/batch" || r.Method != http.MethodPost {
+			http.NotFound(w, r)
+			return
+		}
+		var evs []struct {
+			Event string `json:"event"`
+			ID    string `json:"id"`
+			Props struct {
+				Seq int `json:"seq"`
+			} `json:"props"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&evs); err != nil || len(evs) == 0 {
+			http.Error(w, "bad batch", http.StatusBadRequest)
+			return
+		}
+		for _, e := range evs {
+			if e.Event != "inlet_verify" || e.ID != ID("r", e.Props.Seq) {
+				http.Error(w, "bad event "+e.ID, http.StatusBadRequest)
+				return
+			}
+		}
+		switch first := evs[0].Props.Seq; {
+		case first%20 == 0:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case first == 5:
+			fmt.Fprintf(w, `{"accepted":%d,"rejected":[{"index":1,"error":"no"}]}`, len(evs)-1)
+		default:
+			fmt.Fprintf(w, `{"accepted":%d,"rejected":[]}`, len(evs))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+	srv := fakeGateway(t)
+	cfg := DefaultLoadConfig()
+	cfg.Target, cfg.Run, cfg.Events, cfg.Batch, cfg.Concurrency = srv.URL, "r", 102, 5, 4
+	l := NewLedger()
+	if err := Load(context.Background(), cfg, l); err != nil {
+		t.Fatal(err)
+	}
+	// 21 requests (the last of 2 events); those starting at 0, 20, ..., 100 get 503.
+	r := Compare("r", l, nil)
+	if r.Sent != 102 || r.Status["503"] != 6 || r.Status["200"] != 15 {
+		t.Fatalf("sent %d, status %v; want 102, 6x503, 15x200", r.Sent, r.Status)
+	}
+	// 503 batches hold 5+5+5+5+5+2 events; one more event was rejected.
+	if want := 102 - 27 - 1; r.Acknowledged != want {
+		t.Errorf("acknowledged %d, want %d", r.Acknowledged, want)
+	}
+	if _, acked := l.has(ID("r", 6)); acked {
+		t.Error("an event the answer rejected counts as acknowledged")
+	}
+	if _, acked := l.has(ID("r", 7)); !acked {
+		t.Error("an event accepted beside a rejected one is not acknowledged")
+	}
+}
+
+func TestLoadRate(t *testing.T) {
+	t.Parallel()
+	srv := fakeGateway(t)
+	cfg := DefaultLoadConfig()
+	cfg.Target, cfg.Run, cfg.Events, cfg.Batch, cfg.Rate = srv.URL, "r", 60, 3, 200
+	start := time.Now()
+	if err := Load(context.Background(), cfg, NewLedger()); err != nil {
+		t.Fatal(err)
+	}
+	// The last batch (seq 57) is due at 57/200 s.
+	if d := time.Since(start); d < 280*time.Millisecond {
+		t.Errorf("60 events at 200/s took %v, want at least 285ms", d)
+	}
+}
+
+func TestLoadDuration(t *testing.T) {
+	t.Parallel()
+	srv := fakeGateway(t)
+	cfg := DefaultLoadConfig()
+	cfg.Target, cfg.Run, cfg.Events, cfg.Duration, cfg.Batch, cfg.Rate = srv.URL, "r", 0, 300*time.Millisecond, 1, 100
+	l := NewLedger()
+	if err := Load(context.Background(), cfg, l); err != nil {
+		t.Fatal(err)
+	}
+	if sent, _ := l.Counts(); sent < 15 || sent > 30 {
+		t.Errorf("sent %d events in 300ms at 100/s, want about 30", sent)
+	}
+}
+
+func TestLoadClientErrors(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // then the server notices the client leaving
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	t.Cleanup(slow.Close)
+	for target, want := range map[string]string{closed: "refused", slow.URL: "timeout"} {
+		cfg := DefaultLoadConfig()
+		cfg.Target, cfg.Events, cfg.Batch, cfg.Concurrency, cfg.Timeout = target, 4, 2, 2, 100*time.Millisecond
+		l := NewLedger()
+		if err := Load(context.Background(), cfg, l); err != nil {
+			t.Fatal(err)
+		}
+		r := Compare(cfg.Run, l, nil)
+		if r.Sent != 4 || r.Acknowledged != 0 || r.Status[want] != 2 || len(r.Status) != 1 {
+			t.Errorf("%s: sent %d, acknowledged %d, status %v; want 4, 0, {%s:2}", target, r.Sent, r.Acknowledged, r.Status, want)
+		}
+	}
+}
+
+func TestLoadStopsWithContext(t *testing.T) {
+	t.Parallel()
+	srv := fakeGateway(t)
+	cfg := DefaultLoadConfig()
+	cfg.Target, cfg.Run, cfg.Events, cfg.Rate = srv.URL, "r", 1000, 10 // 100 s
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := Load(ctx, cfg, NewLedger()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Load = %v, want the context's error", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Load returned %v after its context ended", d)
+	}
+}
+
+func TestDelivered(t *testing.T) {
+	t.Parallel()
+	bcfg := devbroker.DefaultConfig()
+	bcfg.Listen, bcfg.SyncWrites = "127.0.0.1:0", false
+	b, err := devbroker.Start(bcfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	brokers := []string{b.Addr()}
+	// One partition, so that every record before the last acknowledged one
+	// is read before Delivered stops.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	const topic = "events"
+	produce := func(id string, header bool) {
+		t.Helper()
+		r := &kgo.Record{Topic: topic, Partition: 0, Value: fmt.Appendf(nil, `{"event":"inlet_verify","id":%q}`, id)}
+		if header {
+			r.Headers = []kgo.RecordHeader{{Key: "inlet-event-id", Value: []byte(id)}}
+		}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce("other-0", true) // another run: not counted
+	produce("r-9", true)     // sent, never acknowledged
+	produce("r-10", true)    // not in the ledger, but of the run
+	produce("r-0", true)
+	produce("r-0", true)  // a duplicate
+	produce("r-1", false) // the id only in the value
+	produce("r-11", true) // after the last acknowledged id: may or may not be read
+
+	l := NewLedger()
+	l.Sent("r-0", "r-1", "r-9")
+	l.Acked("r-0", "r-1")
+	start := time.Now()
+	seen, err := Delivered(ctx, brokers, topic, Prefix("r"), l, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > 8*time.Second {
+		t.Errorf("Delivered waited %v although every acknowledged id was seen", time.Since(start))
+	}
+	delete(seen, "r-11")
+	want := map[string]int{"r-0": 2, "r-1": 1, "r-9": 1, "r-10": 1}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("seen = %v, want %v", seen, want)
+	}
+
+	// An acknowledged id that never arrives: read until idle, then report it lost.
+	l.Sent("r-2")
+	l.Acked("r-2")
+	start = time.Now()
+	seen, err = Delivered(ctx, brokers, topic, Prefix("r"), l, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 500*time.Millisecond || d > 5*time.Second {
+		t.Errorf("Delivered returned after %v, want about the idle time", d)
+	}
+	r := Compare("r", l, seen)
+	if r.Lost != 1 || !slices.Equal(r.LostIDs, []string{"r-2"}) || r.Duplicates != 1 || r.DeliveredUnacknowledged != 3 {
+		t.Errorf("report %+v, want r-2 lost, 1 duplicate, 3 delivered unacknowledged (r-9, r-10, r-11)", r)
+	}
+
+	if _, err := Delivered(ctx, []string{closedAddr(t)}, topic, "r-", l, time.Second); err == nil {
+		t.Error("Delivered from a broker that does not exist: no error")
+	}
+}
+
+func closedAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
