@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,8 @@ type ServeConfig struct {
 	ShutdownTimeout   time.Duration
 	// ReadyInterval is how often /readyz re-checks the brokers.
 	ReadyInterval time.Duration
+	// Pprof serves net/http/pprof under /debug/pprof/ on the HTTP listener.
+	Pprof bool
 }
 
 // DefaultServeConfig returns the documented defaults.
@@ -163,7 +166,7 @@ func StartGateway(cfg ServeConfig, log *slog.Logger) (g *Gateway, err error) {
 		if g.spool, err = spool.Open(sc, log, spool.NewMetrics(reg)); err != nil {
 			return nil, err
 		}
-		g.fwd = spool.StartForwarder(g.spool, g.prod, cfg.Forwarder, log)
+		g.fwd = spool.StartForwarder(g.spool, forwarding{g.prod}, cfg.Forwarder, log)
 		sink = spoolSink{g.spool}
 	}
 	in, err := ingest.New(ic, sink, log, reg)
@@ -178,6 +181,13 @@ func StartGateway(cfg ServeConfig, log *slog.Logger) (g *Gateway, err error) {
 	})
 	mux.HandleFunc("GET /readyz", g.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if cfg.Pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 
 	if g.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
@@ -418,8 +428,19 @@ var (
 	_ ingest.Sink    = syncSink{}
 	_ ingest.Sink    = enqueueSink{}
 	_ ingest.Sink    = spoolSink{}
-	_ spool.Producer = (*kafka.Producer)(nil)
+	_ spool.Producer = forwarding{}
 )
+
+// forwarding adapts the producer to what the spool's forwarder needs.
+type forwarding struct{ p *kafka.Producer }
+
+func (f forwarding) Produce(recs []event.Record) (spool.Delivery, error) {
+	d, err := f.p.Produce(recs)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return d, nil
+}
 
 // registerServe binds cfg's fields to flags.
 func registerServe(fs *flag.FlagSet, cfg *ServeConfig, brokers *listFlag, origins *listFlag, proxies *string,
@@ -457,6 +478,7 @@ func registerServe(fs *flag.FlagSet, cfg *ServeConfig, brokers *listFlag, origin
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "time a client has to send the request headers")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "time a client has to send the whole request")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ (for diagnosis; do not expose publicly)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM/SIGINT, time to finish requests and flush before exiting")
 }
 

@@ -43,8 +43,8 @@ func DefaultConfig() Config {
 		ClientID:           "inlet",
 		Compression:        "lz4",
 		Linger:             5 * time.Millisecond,
-		MaxBufferedBytes:   32 << 20,
-		MaxBufferedRecords: 100_000,
+		MaxBufferedBytes:   16 << 20,
+		MaxBufferedRecords: 20_000,
 		BatchMaxBytes:      1 << 20,
 		DeliveryTimeout:    2 * time.Minute,
 	}
@@ -163,44 +163,70 @@ func toKgo(r *event.Record) *kgo.Record {
 // recs. Records outlive ctx: once enqueued they are delivered or fail by the
 // delivery timeout, so a request that gave up may still land (at-least-once).
 func (p *Producer) ProduceSync(ctx context.Context, recs []event.Record) error {
-	if !p.room(recs) {
-		return ErrFull
+	d, err := p.Produce(recs)
+	if err != nil {
+		return err
 	}
-	start := time.Now()
-	var (
-		mu      sync.Mutex
-		ferr    error
-		pending = len(recs)
-		done    = make(chan struct{})
-	)
+	return d.Wait(ctx)
+}
+
+// Delivery is the pending acknowledgement of records handed to Produce.
+type Delivery struct {
+	p       *Producer
+	start   time.Time
+	mu      sync.Mutex
+	err     error
+	pending int
+	done    chan struct{}
+}
+
+// Produce enqueues recs, in order, and returns at once; Wait on the result
+// for Kafka's acknowledgement. It fails at once, enqueuing nothing, with
+// ErrFull when the buffer cannot take recs. recs and their byte slices must
+// not change until the delivery is done.
+func (p *Producer) Produce(recs []event.Record) (*Delivery, error) {
+	if !p.room(recs) {
+		return nil, ErrFull
+	}
+	d := &Delivery{p: p, start: time.Now(), pending: len(recs), done: make(chan struct{})}
+	if len(recs) == 0 {
+		close(d.done)
+		return d, nil
+	}
 	promise := func(_ *kgo.Record, err error) {
-		mu.Lock()
-		if err != nil && ferr == nil {
-			ferr = err
+		d.mu.Lock()
+		if err != nil && d.err == nil {
+			d.err = err
 		}
-		pending--
-		if pending == 0 {
-			close(done)
+		d.pending--
+		if d.pending == 0 {
+			close(d.done)
 		}
-		mu.Unlock()
+		d.mu.Unlock()
 	}
 	for i := range recs {
-		// Not ctx: kgo cancels a whole partition batch when its first
-		// record's context ends, which would fail other requests' events.
+		// Not a request's context: kgo cancels a whole partition batch when
+		// its first record's context ends, failing other requests' events.
 		p.cl.TryProduce(context.Background(), toKgo(&recs[i]), promise)
 	}
+	return d, nil
+}
+
+// Wait blocks until Kafka acknowledged every record of d (nil), one failed,
+// or ctx is done. It may be called again after ctx ended.
+func (d *Delivery) Wait(ctx context.Context) error {
 	select {
-	case <-done:
+	case <-d.done:
 	case <-ctx.Done():
 		return fmt.Errorf("waiting for kafka acknowledgement: %w", ctx.Err())
 	}
-	mu.Lock()
-	err := ferr
-	mu.Unlock()
+	d.mu.Lock()
+	err := d.err
+	d.mu.Unlock()
 	if err != nil {
 		return classify(err)
 	}
-	p.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
+	d.p.metrics.ProduceLatency.Observe(time.Since(d.start).Seconds())
 	return nil
 }
 

@@ -13,10 +13,17 @@ import (
 	"github.com/inlet-dev/inlet/internal/event"
 )
 
-// Producer delivers records and returns nil only once Kafka acknowledged
-// all of them. kafka.Producer is one.
+// Producer hands records to Kafka in order and returns at once; the
+// Delivery tells when Kafka acknowledged all of them.
 type Producer interface {
-	ProduceSync(ctx context.Context, recs []event.Record) error
+	Produce(recs []event.Record) (Delivery, error)
+}
+
+// Delivery is the pending acknowledgement of one Produce call.
+type Delivery interface {
+	// Wait blocks until Kafka acknowledged every record (nil), one failed,
+	// or ctx is done.
+	Wait(ctx context.Context) error
 }
 
 // Forwarder states.
@@ -32,7 +39,8 @@ var states = []string{StateIdle, StateForwarding, StateStalled, StateRetrying, S
 
 // ForwarderConfig configures a forwarder.
 type ForwarderConfig struct {
-	WindowBytes int           // records sent, and acknowledged, at a time
+	WindowBytes int           // records read, sent and acknowledged together
+	Windows     int           // windows in flight at once
 	MinBackoff  time.Duration // after a failed window, doubling up to MaxBackoff
 	MaxBackoff  time.Duration
 	StallAfter  time.Duration // a window unacknowledged this long reports StateStalled
@@ -40,13 +48,15 @@ type ForwarderConfig struct {
 
 // DefaultForwarderConfig returns the documented defaults.
 func DefaultForwarderConfig() ForwarderConfig {
-	return ForwarderConfig{WindowBytes: 1 << 20, MinBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, StallAfter: 5 * time.Second}
+	return ForwarderConfig{WindowBytes: 1 << 20, Windows: 4, MinBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, StallAfter: 5 * time.Second}
 }
 
-// Forwarder sends the spool's records to Kafka in order, one window at a
-// time, and acknowledges a window in the spool only once Kafka acknowledged
-// all of it. Order per key holds because windows go one after another and
-// the producer is idempotent.
+// Forwarder sends the spool's records to Kafka in order, up to Windows
+// windows in flight, and acknowledges windows in the spool in order, each
+// only once Kafka acknowledged all of it (and all before it). Order per key
+// holds because windows are handed to the idempotent producer in order; a
+// window that fails (after the producer's own retries, for the delivery
+// timeout) is sent again, after the windows behind it.
 type Forwarder struct {
 	s       *Spool
 	p       Producer
@@ -104,13 +114,28 @@ func (f *Forwarder) setState(st string) {
 	}
 }
 
+// window is records read together, on their way to Kafka.
+type window struct {
+	recs   []event.Record
+	next   Pos // the position after them
+	oldest int64
+	d      Delivery
+	err    error // of Produce; the acker sends the window again
+}
+
+// run reads windows and hands them to the producer; the acker waits for
+// them in order.
 func (f *Forwarder) run(waitCtx, runCtx context.Context) {
 	defer close(f.done)
 	defer f.setState(StateStopped)
+	inflight := make(chan *window, max(f.cfg.Windows-1, 0)) // one more is with the acker
+	ackerDone := make(chan struct{})
+	go f.acker(runCtx, inflight, ackerDone)
+	defer func() { close(inflight); <-ackerDone }()
+
 	r := f.s.NewReader(f.s.Delivered())
 	defer r.Close()
 	for waitCtx.Err() == nil {
-		f.setState(StateIdle)
 		entries, next, err := r.Next(waitCtx, f.cfg.WindowBytes)
 		if err != nil {
 			if waitCtx.Err() != nil || errors.Is(err, ErrClosed) {
@@ -126,31 +151,54 @@ func (f *Forwarder) run(waitCtx, runCtx context.Context) {
 			r = f.s.NewReader(f.s.Delivered())
 			continue
 		}
-		recs := make([]event.Record, len(entries))
+		w := &window{recs: make([]event.Record, len(entries)), next: next, oldest: entries[0].AppendedAt.UnixNano()}
 		for i := range entries {
-			recs[i] = entries[i].Record
+			w.recs[i] = entries[i].Record
 		}
-		f.oldest.Store(entries[0].AppendedAt.UnixNano())
-		if !f.send(runCtx, recs) {
+		f.oldest.CompareAndSwap(0, w.oldest)
+		w.d, w.err = f.p.Produce(w.recs)
+		select {
+		case inflight <- w:
+		case <-runCtx.Done():
 			return
 		}
-		if err := f.s.Ack(next); err != nil {
-			f.log.Error("spool: recording delivery", "err", err)
-		}
-		f.metrics.Forwarded.Add(float64(len(recs)))
-		f.oldest.Store(0)
 	}
 }
 
-// send delivers one window, retrying until Kafka acknowledged all of it;
-// it returns false when told to abandon it.
-func (f *Forwarder) send(ctx context.Context, recs []event.Record) bool {
+// acker waits for each window in order, sends failed ones again, and
+// records delivery in the spool.
+func (f *Forwarder) acker(ctx context.Context, inflight <-chan *window, done chan<- struct{}) {
+	defer close(done)
+	for w := range inflight {
+		f.oldest.Store(w.oldest)
+		if !f.deliver(ctx, w) {
+			for range inflight { // abandoned: they are sent again on the next start
+			}
+			return
+		}
+		if err := f.s.Ack(w.next); err != nil {
+			f.log.Error("spool: recording delivery", "err", err)
+		}
+		f.metrics.Forwarded.Add(float64(len(w.recs)))
+		if len(inflight) == 0 {
+			f.oldest.Store(0)
+			f.setState(StateIdle)
+		}
+	}
+}
+
+// deliver waits until Kafka acknowledged all of w, sending it again after
+// a failure; it returns false when told to abandon it.
+func (f *Forwarder) deliver(ctx context.Context, w *window) bool {
 	backoff := f.cfg.MinBackoff
 	for attempt := 1; ; attempt++ {
 		f.setState(StateForwarding)
-		stall := time.AfterFunc(f.cfg.StallAfter, func() { f.setState(StateStalled) })
-		err := f.p.ProduceSync(ctx, recs)
-		stall.Stop()
+		err := w.err
+		if err == nil {
+			stall := time.AfterFunc(f.cfg.StallAfter, func() { f.setState(StateStalled) })
+			err = w.d.Wait(ctx)
+			stall.Stop()
+		}
 		if err == nil {
 			if attempt > 1 {
 				f.log.Info("forwarder: kafka acknowledged again", "attempts", attempt)
@@ -162,13 +210,14 @@ func (f *Forwarder) send(ctx context.Context, recs []event.Record) bool {
 		}
 		f.metrics.ForwardErrors.Inc()
 		if attempt == 1 || attempt%10 == 0 {
-			f.log.Warn("forwarder: kafka did not take the records; retrying", "records", len(recs), "attempt", attempt, "err", err)
+			f.log.Warn("forwarder: kafka did not take the records; sending them again", "records", len(w.recs), "attempt", attempt, "err", err)
 		}
 		f.setState(StateRetrying)
 		if !sleep(ctx, backoff) {
 			return false
 		}
 		backoff = min(2*backoff, f.cfg.MaxBackoff)
+		w.d, w.err = f.p.Produce(w.recs)
 	}
 }
 

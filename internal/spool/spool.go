@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -479,17 +480,32 @@ func (s *Spool) writer() {
 
 // group writes first and whatever else is queued, up to MaxGroupBytes, with
 // one write and (SyncAlways) one fsync, then answers them all.
+//
+// Before writing it yields while more appends keep arriving: the scheduler
+// runs a goroutine woken by a channel send next, so without the yield the
+// writer would take each append alone the moment it is queued, and the
+// requests being parsed behind it would each wait for an fsync of their own.
+// With nothing else runnable the yield returns at once.
 func (s *Spool) group(first *request) {
 	batch := []*request{first}
 	size := len(first.frames)
-drain:
-	for size < s.cfg.MaxGroupBytes {
-		select {
-		case r := <-s.reqs:
-			batch = append(batch, r)
-			size += len(r.frames)
-		default:
-			break drain
+	for yields := 0; yields < 8 && size < s.cfg.MaxGroupBytes; yields++ {
+		before := len(batch)
+		if yields > 0 || len(s.reqs) == 0 {
+			runtime.Gosched()
+		}
+	drain:
+		for size < s.cfg.MaxGroupBytes {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+				size += len(r.frames)
+			default:
+				break drain
+			}
+		}
+		if len(batch) == before {
+			break
 		}
 	}
 	err := s.write(batch, size)
