@@ -11,7 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/ingest"
 	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/reply"
 	"github.com/inlet-dev/inlet/internal/spool"
 )
 
@@ -46,6 +49,17 @@ type ServeConfig struct {
 	Ingest    ingest.Config
 	Spool     spool.Config // Dir empty: <DataDir>/spool
 	Forwarder spool.ForwarderConfig
+	RPC       reply.Config
+
+	// Reply is how replies come back: "kafka" (a reply topic per instance)
+	// or "redis" (a pub/sub channel per instance, on RedisAddr).
+	Reply        string
+	RedisAddr    string
+	ReplyTopic   string // default inlet.replies.<instance>
+	ReplyChannel string // default inlet:replies:<instance>
+	InstanceID   string // default <hostname>-<port>
+	// HTTP2MaxStreams bounds concurrent requests on one HTTP/2 connection.
+	HTTP2MaxStreams int
 
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
@@ -65,6 +79,9 @@ func DefaultServeConfig() ServeConfig {
 		DataDir:           ".inlet",
 		Spool:             spool.DefaultConfig(),
 		Forwarder:         spool.DefaultForwarderConfig(),
+		RPC:               reply.DefaultConfig(),
+		Reply:             "kafka",
+		HTTP2MaxStreams:   1000,
 		Broker:            devbroker.DefaultConfig(),
 		Kafka:             kafka.DefaultConfig(),
 		Ingest:            ingest.DefaultConfig(),
@@ -91,6 +108,21 @@ func (c ServeConfig) Validate() error {
 	default:
 		return fmt.Errorf("--ack %q: want spool, kafka or none", c.Ack)
 	}
+	switch c.Reply {
+	case "kafka":
+	case "redis":
+		if c.RedisAddr == "" && len(c.RPC.Services) > 0 {
+			return errors.New("--reply redis needs --redis host:port")
+		}
+	default:
+		return fmt.Errorf("--reply %q: want kafka or redis", c.Reply)
+	}
+	if err := c.RPC.Validate(); err != nil {
+		return err
+	}
+	if c.HTTP2MaxStreams < 1 {
+		return errors.New("--http2-max-streams must be at least 1")
+	}
 	if c.ShutdownTimeout <= 0 || c.ReadTimeout <= 0 || c.ReadHeaderTimeout <= 0 {
 		return errors.New("timeouts must be positive")
 	}
@@ -101,14 +133,16 @@ func (c ServeConfig) Validate() error {
 // brokers, the development broker. Start it with StartGateway and stop it
 // with Shutdown.
 type Gateway struct {
-	cfg    ServeConfig
-	log    *slog.Logger
-	broker *devbroker.Broker
-	prod   *kafka.Producer
-	spool  *spool.Spool
-	fwd    *spool.Forwarder
-	srv    *http.Server
-	ln     net.Listener
+	cfg     ServeConfig
+	log     *slog.Logger
+	broker  *devbroker.Broker
+	prod    *kafka.Producer
+	spool   *spool.Spool
+	fwd     *spool.Forwarder
+	router  *reply.Router
+	replies reply.Transport
+	srv     *http.Server
+	ln      net.Listener
 
 	ready     atomic.Bool  // Kafka answered the last metadata request
 	readyErr  atomic.Value // string: why not
@@ -175,6 +209,9 @@ func StartGateway(cfg ServeConfig, log *slog.Logger) (g *Gateway, err error) {
 	}
 	mux := http.NewServeMux()
 	in.Register(mux)
+	if err := gw.startRPC(cfg, brokers, reg, mux); err != nil {
+		return nil, err
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
@@ -201,7 +238,13 @@ func StartGateway(cfg ServeConfig, log *slog.Logger) (g *Gateway, err error) {
 		IdleTimeout:    cfg.IdleTimeout,
 		MaxHeaderBytes: 64 << 10,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// HTTP/1.1 and HTTP/2 without TLS (h2c): a caller with many
+		// requests in flight needs few connections.
+		Protocols: new(http.Protocols),
+		HTTP2:     &http.HTTP2Config{MaxConcurrentStreams: cfg.HTTP2MaxStreams},
 	}
+	g.srv.Protocols.SetHTTP1(true)
+	g.srv.Protocols.SetUnencryptedHTTP2(true)
 	readyCtx, stop := context.WithCancel(context.Background())
 	g.stopReady = stop
 	g.readyErr.Store("no metadata request has succeeded yet")
@@ -269,6 +312,14 @@ type readiness struct {
 	Kafka string      `json:"kafka"` // "ok" or why not
 	Error string      `json:"error,omitempty"`
 	Spool *spoolState `json:"spool,omitempty"`
+	RPC   *rpcState   `json:"rpc,omitempty"`
+}
+
+type rpcState struct {
+	Replies  string `json:"replies"`
+	Healthy  string `json:"healthy"` // "ok" or why not
+	InFlight int    `json:"in_flight"`
+	Peak     int    `json:"in_flight_peak"`
 }
 
 type spoolState struct {
@@ -289,6 +340,12 @@ func (g *Gateway) Ready() readiness {
 	rd := readiness{Ack: g.cfg.Ack, Kafka: "ok"}
 	if !g.ready.Load() {
 		rd.Kafka = g.readyErr.Load().(string)
+	}
+	if g.replies != nil {
+		rd.RPC = &rpcState{Replies: g.replies.Address().String(), Healthy: "ok", InFlight: g.router.InFlight(), Peak: g.router.Peak()}
+		if err := g.replies.Healthy(); err != nil {
+			rd.RPC.Healthy = err.Error()
+		}
 	}
 	switch {
 	case g.stopping.Load():
@@ -372,8 +429,80 @@ func (g *Gateway) drainSpool(ctx context.Context) {
 	}
 }
 
+// startRPC sets up POST /v1/rpc/{service}: the router, the reply
+// transport (only when some service is enabled) and the handler.
+func (g *Gateway) startRPC(cfg ServeConfig, brokers []string, reg *prometheus.Registry, mux *http.ServeMux) error {
+	g.router = reply.NewRouter(cfg.RPC.MaxInFlight, reply.NewMetrics(reg))
+	var t reply.Transport
+	if len(cfg.RPC.Services) > 0 {
+		id := cfg.InstanceID
+		if id == "" {
+			id = defaultInstanceID(cfg.Listen)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var err error
+		switch cfg.Reply {
+		case "kafka":
+			topic := cfg.ReplyTopic
+			if topic == "" {
+				topic = "inlet.replies." + id
+			}
+			t, err = reply.StartKafka(ctx, brokers, topic, g.router, g.log)
+		case "redis":
+			channel := cfg.ReplyChannel
+			if channel == "" {
+				channel = "inlet:replies:" + id
+			}
+			t, err = reply.StartRedis(ctx, cfg.RedisAddr, channel, g.router, g.log)
+		}
+		if err != nil {
+			return err
+		}
+		g.replies = t
+		g.log.Info("request-reply enabled", "services", cfg.RPC.Services, "replies", t.Address().String())
+	}
+	h, err := reply.NewHandler(cfg.RPC, g.router, t, rpcProducing{g.prod}, g.log)
+	if err != nil {
+		return err
+	}
+	h.Register(mux)
+	return nil
+}
+
+// defaultInstanceID names this instance for its reply topic or channel:
+// the host name and the HTTP port, so that two instances on one host differ.
+func defaultInstanceID(listen string) string {
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(listen)
+	if port == "" || port == "0" {
+		port = event.NewID()[24:] // a free port picked at start: be unique
+	}
+	id := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, host+"-"+port)
+	return id
+}
+
+// rpcProducing adapts the producer to what the request-reply handler needs.
+type rpcProducing struct{ p *kafka.Producer }
+
+func (r rpcProducing) Produce(recs []event.Record) (reply.Pending, error) {
+	d, err := r.p.Produce(recs)
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return d, nil
+}
+
 func (g *Gateway) closeBackends(ctx context.Context) error {
 	var err error
+	if g.replies != nil {
+		g.replies.Close()
+	}
 	if g.stopReady != nil {
 		g.stopReady()
 	}
@@ -444,7 +573,7 @@ func (f forwarding) Produce(recs []event.Record) (spool.Delivery, error) {
 
 // registerServe binds cfg's fields to flags.
 func registerServe(fs *flag.FlagSet, cfg *ServeConfig, brokers *listFlag, origins *listFlag, proxies *string,
-	bodyBytes, decompBytes, eventBytes, bufBytes, inflight, spoolSeg, spoolMax *byteSize) {
+	bodyBytes, decompBytes, eventBytes, bufBytes, inflight, spoolSeg, spoolMax *byteSize, rpcServices *listFlag) {
 	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "HTTP listen address (host:port)")
 	fs.Var(brokers, "brokers", "Kafka seed brokers, comma-separated host:port; empty starts the embedded development broker")
 	fs.StringVar(&cfg.Ack, "ack", cfg.Ack, "when to answer: spool (200 once fsynced to the local spool), kafka (200 once Kafka acknowledged every event) or none (202 once enqueued in memory)")
@@ -478,6 +607,17 @@ func registerServe(fs *flag.FlagSet, cfg *ServeConfig, brokers *listFlag, origin
 	fs.DurationVar(&cfg.ReadHeaderTimeout, "read-header-timeout", cfg.ReadHeaderTimeout, "time a client has to send the request headers")
 	fs.DurationVar(&cfg.ReadTimeout, "read-timeout", cfg.ReadTimeout, "time a client has to send the whole request")
 	fs.DurationVar(&cfg.IdleTimeout, "idle-timeout", cfg.IdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.Var(rpcServices, "rpc-services", "services POST /v1/rpc/{service} may call, comma-separated, or *; empty disables request-reply")
+	fs.StringVar(&cfg.RPC.TopicPrefix, "rpc-topic-prefix", cfg.RPC.TopicPrefix, "a service's request topic is this prefix and its name")
+	fs.DurationVar(&cfg.RPC.Timeout, "rpc-timeout", cfg.RPC.Timeout, "how long a call waits for its reply when it sends no Inlet-Timeout (504 past it)")
+	fs.DurationVar(&cfg.RPC.MaxTimeout, "rpc-max-timeout", cfg.RPC.MaxTimeout, "the most a caller's Inlet-Timeout may ask for")
+	fs.IntVar(&cfg.RPC.MaxInFlight, "rpc-max-in-flight", cfg.RPC.MaxInFlight, "calls waiting for replies at once (503 past it)")
+	fs.StringVar(&cfg.Reply, "reply", cfg.Reply, "how replies come back: kafka (a reply topic per instance) or redis (a pub/sub channel per instance)")
+	fs.StringVar(&cfg.RedisAddr, "redis", "", "Redis host:port for --reply redis")
+	fs.StringVar(&cfg.ReplyTopic, "reply-topic", "", "this instance's reply topic (default inlet.replies.<instance-id>)")
+	fs.StringVar(&cfg.ReplyChannel, "reply-channel", "", "this instance's reply channel (default inlet:replies:<instance-id>)")
+	fs.StringVar(&cfg.InstanceID, "instance-id", "", "this instance's name in its reply topic or channel (default <hostname>-<port>); keep it stable across restarts")
+	fs.IntVar(&cfg.HTTP2MaxStreams, "http2-max-streams", cfg.HTTP2MaxStreams, "concurrent requests on one HTTP/2 (h2c) connection")
 	fs.BoolVar(&cfg.Pprof, "pprof", false, "serve Go profiles under /debug/pprof/ (for diagnosis; do not expose publicly)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM/SIGINT, time to finish requests and flush before exiting")
 }
@@ -496,7 +636,8 @@ func ParseServe(args []string, env Env) (ServeConfig, *logConfig, error) {
 	inflight := byteSize(cfg.Ingest.MaxInflightBytes)
 	spoolSeg := byteSize(cfg.Spool.SegmentBytes)
 	spoolMax := byteSize(cfg.Spool.MaxBytes)
-	registerServe(fs, &cfg, &brokers, &origins, &proxies, &bodyBytes, &decompBytes, &eventBytes, &bufBytes, &inflight, &spoolSeg, &spoolMax)
+	rpcServices := listFlag{}
+	registerServe(fs, &cfg, &brokers, &origins, &proxies, &bodyBytes, &decompBytes, &eventBytes, &bufBytes, &inflight, &spoolSeg, &spoolMax, &rpcServices)
 	lc := &logConfig{}
 	lc.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {
@@ -511,6 +652,7 @@ func ParseServe(args []string, env Env) (ServeConfig, *logConfig, error) {
 	cfg.Ingest.MaxInflightBytes = int64(inflight)
 	cfg.Spool.SegmentBytes = int64(spoolSeg)
 	cfg.Spool.MaxBytes = int64(spoolMax)
+	cfg.RPC.Services = rpcServices
 	var err error
 	if cfg.Ingest.TrustedProxies, err = ingest.ParseProxies(proxies); err != nil {
 		return cfg, nil, fmt.Errorf("--trusted-proxies: %w", err)

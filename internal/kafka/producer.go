@@ -212,6 +212,20 @@ func (p *Producer) Produce(recs []event.Record) (*Delivery, error) {
 	return d, nil
 }
 
+// Done is closed once every record of d was acknowledged or failed; Err
+// then says which.
+func (d *Delivery) Done() <-chan struct{} { return d.done }
+
+// Err is the first failure of d's records once Done is closed; nil before.
+func (d *Delivery) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.err != nil {
+		return classify(d.err)
+	}
+	return nil
+}
+
 // Wait blocks until Kafka acknowledged every record of d (nil), one failed,
 // or ctx is done. It may be called again after ctx ended.
 func (d *Delivery) Wait(ctx context.Context) error {

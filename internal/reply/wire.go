@@ -1,0 +1,136 @@
+// Package reply is inlet's request-reply over Kafka: POST /v1/rpc/{service}
+// produces the request to the service's topic and waits for the worker's
+// reply, which comes back to the waiting instance through Redis pub/sub or
+// a Kafka reply topic of its own. This file is the wire contract shared
+// with the workers (package worker).
+package reply
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Headers of a request record (topic rpc.<service> by default; key: the
+// correlation id; value: the HTTP request body).
+const (
+	HeaderCorrelationID = "inlet-correlation-id"
+	// HeaderReplyTo is where the reply goes: an Address.
+	HeaderReplyTo = "inlet-reply-to"
+	// HeaderDeadline is when the caller stops waiting, in Unix milliseconds.
+	HeaderDeadline = "inlet-deadline"
+	HeaderService  = "inlet-service"
+	// HeaderQuery is the request's raw query string, if any.
+	HeaderQuery = "inlet-query"
+	// HeaderContentType is the request's (or the reply's) content type.
+	HeaderContentType = "content-type"
+	// HTTPHeaderPrefix prefixes the HTTP request headers forwarded as record
+	// headers, lower-cased: X-Trace-Id → http-x-trace-id.
+	HTTPHeaderPrefix = "http-"
+)
+
+// Headers of a reply record on a Kafka reply topic (value: the reply body).
+const (
+	// HeaderStatus is the HTTP status the caller gets, in decimal.
+	HeaderStatus = "inlet-status"
+	// HeaderError, when set, says the worker failed: the caller gets 502
+	// with this message.
+	HeaderError = "inlet-error"
+)
+
+// Address is where a reply goes: "kafka:<topic>" or "redis:<channel>".
+type Address struct {
+	Kind string // "kafka" or "redis"
+	Name string // the topic or the channel
+}
+
+func (a Address) String() string { return a.Kind + ":" + a.Name }
+
+// ParseAddress parses an inlet-reply-to header.
+func ParseAddress(s string) (Address, error) {
+	kind, name, ok := strings.Cut(s, ":")
+	if !ok || name == "" || (kind != "kafka" && kind != "redis") {
+		return Address{}, fmt.Errorf("reply: address %q: want kafka:<topic> or redis:<channel>", s)
+	}
+	return Address{Kind: kind, Name: name}, nil
+}
+
+// FormatDeadline and ParseDeadline convert the inlet-deadline header.
+func FormatDeadline(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+
+// ParseDeadline parses an inlet-deadline header.
+func ParseDeadline(s string) (time.Time, error) {
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("reply: deadline %q: want Unix milliseconds", s)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// Reply is a worker's answer to one request.
+type Reply struct {
+	ID          string // the correlation id of the request
+	Status      int    // HTTP status for the caller; 0 means 200
+	ContentType string
+	Err         string // non-empty: the worker failed (the caller gets 502)
+	Body        []byte
+}
+
+// Marshal encodes r for Redis pub/sub:
+//
+//	'R' 1 uvarint(len id) id uvarint(status) uvarint(len ct) ct
+//	uvarint(len err) err body...
+func (r Reply) Marshal() []byte {
+	b := make([]byte, 0, 2+3*binary.MaxVarintLen64+len(r.ID)+len(r.ContentType)+len(r.Err)+len(r.Body)+binary.MaxVarintLen64)
+	b = append(b, 'R', 1)
+	b = appendString(b, r.ID)
+	b = binary.AppendUvarint(b, uint64(r.Status))
+	b = appendString(b, r.ContentType)
+	b = appendString(b, r.Err)
+	return append(b, r.Body...)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// ErrMalformed is returned for a reply that cannot be decoded.
+var ErrMalformed = errors.New("reply: malformed reply")
+
+// Unmarshal decodes what Marshal encoded. Body aliases b.
+func Unmarshal(b []byte) (Reply, error) {
+	if len(b) < 2 || b[0] != 'R' || b[1] != 1 {
+		return Reply{}, fmt.Errorf("%w: bad header", ErrMalformed)
+	}
+	b = b[2:]
+	var r Reply
+	var ok bool
+	if r.ID, b, ok = readString(b); !ok {
+		return Reply{}, fmt.Errorf("%w: id", ErrMalformed)
+	}
+	st, n := binary.Uvarint(b)
+	if n <= 0 || st > 999 {
+		return Reply{}, fmt.Errorf("%w: status", ErrMalformed)
+	}
+	r.Status, b = int(st), b[n:]
+	if r.ContentType, b, ok = readString(b); !ok {
+		return Reply{}, fmt.Errorf("%w: content type", ErrMalformed)
+	}
+	if r.Err, b, ok = readString(b); !ok {
+		return Reply{}, fmt.Errorf("%w: error", ErrMalformed)
+	}
+	r.Body = b
+	return r, nil
+}
+
+func readString(b []byte) (string, []byte, bool) {
+	l, n := binary.Uvarint(b)
+	if n <= 0 || l > uint64(len(b)-n) {
+		return "", nil, false
+	}
+	return string(b[n : n+int(l)]), b[n+int(l):], true
+}
