@@ -32,13 +32,13 @@ type Config struct {
 	// Services are the services callers may address; "*" allows any. Empty
 	// disables the endpoint (every service answers 404): each service is a
 	// topic, and topics should not be made on a caller's whim.
-	Services    []string
-	TopicPrefix string        // the request topic is TopicPrefix + service
-	Timeout     time.Duration // when the caller sends no Inlet-Timeout
-	MaxTimeout  time.Duration // Inlet-Timeout is capped to this
-	MaxInFlight int           // waiting requests; 503 past it
+	Services     []string
+	TopicPrefix  string        // the request topic is TopicPrefix + service
+	Timeout      time.Duration // when the caller sends no Inlet-Timeout
+	MaxTimeout   time.Duration // Inlet-Timeout is capped to this
+	MaxInFlight  int           // waiting requests; 503 past it
 	MaxBodyBytes int64         // request body (413 past it)
-	RetryAfter  time.Duration
+	RetryAfter   time.Duration
 }
 
 // DefaultConfig returns the documented defaults.
@@ -246,4 +246,3 @@ func (h *Handler) fail(w http.ResponseWriter, status int, format string, args ..
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": fmt.Sprintf(format, args...)})
 	return status
 }
-
