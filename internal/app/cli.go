@@ -33,6 +33,7 @@ Usage:
   inlet broker  [flags]   run the embedded single-node development broker alone
   inlet tail    [flags]   print the records of a topic
   inlet verify  [flags]   send events to a gateway, read them back, report any loss (exit 1)
+  inlet worker  [flags]   answer request-reply calls from Kafka: --echo, --http URL or --exec CMD
   inlet version           print the version
 
 Every flag can also be set from the environment: --produce-timeout is
@@ -57,6 +58,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = runTail(ctx, rest, env)
 	case "verify":
 		err = runVerify(ctx, rest, env)
+	case "worker":
+		err = runWorker(ctx, rest, env)
 	case "version", "--version", "-version":
 		fmt.Fprintln(env.Stdout, versionString())
 	case "help", "-h", "--help":

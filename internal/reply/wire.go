@@ -15,7 +15,17 @@ import (
 )
 
 // Headers of a request record (topic rpc.<service> by default; key: the
-// correlation id; value: the HTTP request body).
+// correlation id; value: the HTTP request body). inlet-correlation-id,
+// inlet-reply-to and inlet-deadline are always set; a worker drops a request
+// without them. A header with several values is joined with ", ".
+//
+// The deadline is wall-clock time: keep the clocks of gateways and workers
+// in sync (NTP); skew moves the moment a worker gives up on a request.
+//
+// A reply goes to the address's topic keyed by the correlation id (inlet
+// reads its reply topic's one partition), or is PUBLISHed to the channel.
+// A reply carries a status, a content type and a body, no other headers;
+// on Kafka it must fit the broker's record limit (1 MB by default).
 const (
 	HeaderCorrelationID = "inlet-correlation-id"
 	// HeaderReplyTo is where the reply goes: an Address.

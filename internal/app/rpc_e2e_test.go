@@ -1,0 +1,382 @@
+package app
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startWorker runs `inlet worker` for service on topic with the given
+// handler flags, until the test ends.
+func startWorker(t *testing.T, brokers []string, topic, service string, args ...string) *exec.Cmd {
+	t.Helper()
+	all := append([]string{"worker", "--service", service, "--topic", topic, "--brokers", strings.Join(brokers, ",")}, args...)
+	cmd := exec.Command(buildInlet(t), all...)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("worker %s logs:\n%s", service, logs.String())
+		}
+	})
+	return cmd
+}
+
+// startRedis runs a redis-server of the test's own on a free port.
+func startRedis(t *testing.T) (addr string, stop func(), restart func()) {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("INLET_TEST_REQUIRE_KAFKA") == "1" {
+			t.Fatal("redis-server is not installed; scripts/redis.sh installs it")
+		}
+		t.Skip("redis-server not installed (make test installs it)")
+	}
+	addr = freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	var cmd *exec.Cmd
+	start := func() {
+		cmd = exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			if c, err := net.Dial("tcp", addr); err == nil {
+				c.Close()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("redis-server did not start")
+	}
+	stop = func() {
+		if cmd != nil && cmd.Process != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			cmd = nil
+		}
+	}
+	start()
+	t.Cleanup(stop)
+	return addr, stop, start
+}
+
+// rpcGateway starts a gateway with request-reply for service, replies by mode.
+func rpcGateway(t *testing.T, brokers []string, prefix, service, mode, redisAddr string) *Gateway {
+	t.Helper()
+	cfg := testConfig(brokers, uniqueTopic(t))
+	cfg.DataDir = t.TempDir()
+	cfg.RPC.Services = []string{service}
+	cfg.RPC.TopicPrefix = prefix
+	cfg.Reply = mode
+	cfg.RedisAddr = redisAddr
+	return startGateway(t, cfg)
+}
+
+// call makes one RPC call.
+func call(t *testing.T, client *http.Client, url string, body []byte, headers ...string) (int, []byte, error) {
+	req, err := http.NewRequest("POST", url, bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "text/plain")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// waitRPC calls url until a worker answers: the worker's consumer group
+// takes a moment to be assigned the request topic.
+func waitRPC(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		code, body, _ := call(t, http.DefaultClient, url, []byte("ping"), "Inlet-Timeout", "1s")
+		if code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no worker answered %s: last %d %s", url, code, body)
+		}
+	}
+}
+
+// hammer makes n concurrent calls with distinct bodies spread over urls and
+// fails the test unless each gets its own body back.
+func hammer(t *testing.T, client *http.Client, urls []string, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := []byte(fmt.Sprintf("request-%d-%d", i, time.Now().UnixNano()))
+			code, got, err := call(t, client, urls[i%len(urls)], body)
+			if err != nil || code != 200 || !bytes.Equal(got, body) {
+				errs <- fmt.Sprintf("call %d: %d %q %v (sent %q)", i, code, got, err, body)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	failed := 0
+	for e := range errs {
+		if failed++; failed <= 5 {
+			t.Error(e)
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of %d calls got a wrong or no reply", failed, n)
+	}
+}
+
+func inFlight(t *testing.T, g *Gateway) int {
+	_, rd := getReady(t, "http://"+g.Addr())
+	if rd.RPC == nil {
+		t.Fatal("readyz has no rpc section")
+	}
+	return rd.RPC.InFlight
+}
+
+// TestRPC: both reply modes; two inlet instances and two workers; every
+// reply reaches its own caller under concurrency; over HTTP/1.1 and h2c.
+func TestRPC(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs workers; skipped with -short")
+	}
+	brokers := testBrokers(t)
+	for _, mode := range []string{"kafka", "redis"} {
+		t.Run(mode, func(t *testing.T) {
+			redisAddr := ""
+			var wargs []string
+			if mode == "redis" {
+				redisAddr, _, _ = startRedis(t)
+				wargs = []string{"--redis", redisAddr}
+			}
+			prefix := "rpc." + uniqueTopic(t) + "."
+			g1 := rpcGateway(t, brokers, prefix, "echo", mode, redisAddr)
+			g2 := rpcGateway(t, brokers, prefix, "echo", mode, redisAddr)
+			startWorker(t, brokers, prefix+"echo", "echo", append(wargs, "--echo", "--min-delay", "1ms", "--max-delay", "30ms")...)
+			startWorker(t, brokers, prefix+"echo", "echo", append(wargs, "--echo", "--min-delay", "1ms", "--max-delay", "30ms")...)
+			urls := []string{"http://" + g1.Addr() + "/v1/rpc/echo", "http://" + g2.Addr() + "/v1/rpc/echo"}
+			waitRPC(t, urls[0])
+			waitRPC(t, urls[1])
+			hammer(t, http.DefaultClient, urls, 400)
+
+			// h2c: many calls over one HTTP/2 connection without TLS.
+			tr := &http.Transport{Protocols: new(http.Protocols)}
+			tr.Protocols.SetUnencryptedHTTP2(true)
+			h2 := &http.Client{Transport: tr}
+			req, _ := http.NewRequest("POST", urls[0], strings.NewReader("over h2c"))
+			resp, err := h2.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.ProtoMajor != 2 || resp.StatusCode != 200 || string(b) != "over h2c" {
+				t.Fatalf("h2c call: %s %d %q", resp.Proto, resp.StatusCode, b)
+			}
+			hammer(t, h2, urls, 300)
+			waitFor(t, 5*time.Second, "no call in flight", func() bool { return inFlight(t, g1) == 0 && inFlight(t, g2) == 0 })
+		})
+	}
+}
+
+// TestRPCWorkerKilled: a worker killed mid-request leaves its callers
+// waiting only until their deadline: 504, no hang, and nothing stays in
+// flight.
+func TestRPCWorkerKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs workers; skipped with -short")
+	}
+	brokers := testBrokers(t)
+	prefix := "rpc." + uniqueTopic(t) + "."
+	g := rpcGateway(t, brokers, prefix, "slow", "kafka", "")
+	url := "http://" + g.Addr() + "/v1/rpc/slow"
+	w := startWorker(t, brokers, prefix+"slow", "slow", "--echo", "--min-delay", "1500ms", "--max-delay", "1500ms")
+	waitRPC2 := func() { // the slow worker answers a 3 s call
+		deadline := time.Now().Add(45 * time.Second)
+		for {
+			code, _, _ := call(t, http.DefaultClient, url, []byte("ping"), "Inlet-Timeout", "3s")
+			if code == 200 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the slow worker never answered")
+			}
+		}
+	}
+	waitRPC2()
+	const n = 20
+	type result struct {
+		code int
+		took time.Duration
+	}
+	results := make(chan result, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			start := time.Now()
+			code, _, _ := call(t, http.DefaultClient, url, []byte(fmt.Sprint("r", i)), "Inlet-Timeout", "4s")
+			results <- result{code, time.Since(start)}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond) // the worker holds them now
+	if got := inFlight(t, g); got != n {
+		t.Errorf("%d calls in flight, want %d", got, n)
+	}
+	w.Process.Signal(syscall.SIGKILL)
+	for i := 0; i < n; i++ {
+		r := <-results
+		if r.code != http.StatusGatewayTimeout || r.took < 3900*time.Millisecond || r.took > 6*time.Second {
+			t.Errorf("call after the worker died: %d after %v, want 504 at the 4 s deadline", r.code, r.took)
+		}
+	}
+	if got := inFlight(t, g); got != 0 {
+		t.Fatalf("%d calls still in flight after their deadlines", got)
+	}
+}
+
+// TestRPCRedisDown: with Redis gone, request-reply answers 503 at once and
+// ingest is unaffected; when Redis is back, calls work again.
+func TestRPCRedisDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs workers; skipped with -short")
+	}
+	brokers := testBrokers(t)
+	redisAddr, stopRedis, startRedisAgain := startRedis(t)
+	prefix := "rpc." + uniqueTopic(t) + "."
+	g := rpcGateway(t, brokers, prefix, "echo", "redis", redisAddr)
+	startWorker(t, brokers, prefix+"echo", "echo", "--redis", redisAddr, "--echo")
+	url := "http://" + g.Addr() + "/v1/rpc/echo"
+	waitRPC(t, url)
+
+	stopRedis()
+	waitFor(t, 5*time.Second, "503 from request-reply", func() bool {
+		code, _, _ := call(t, http.DefaultClient, url, []byte("x"), "Inlet-Timeout", "1s")
+		return code == http.StatusServiceUnavailable
+	})
+	start := time.Now()
+	code, body, _ := call(t, http.DefaultClient, url, []byte("x"))
+	if code != 503 || !strings.Contains(string(body), "redis") || time.Since(start) > time.Second {
+		t.Fatalf("with redis down: %d %s after %v, want an immediate 503", code, body, time.Since(start))
+	}
+	r := do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(`[{"event":"still_ingesting"}]`), "Content-Type", "application/json")
+	if r.status != 200 {
+		t.Fatalf("ingest with redis down: %s", r)
+	}
+	if status, rd := getReady(t, "http://"+g.Addr()); status != 200 || rd.RPC.Healthy == "ok" {
+		t.Fatalf("readyz with redis down: %d %+v", status, rd.RPC)
+	}
+	startRedisAgain()
+	waitRPC(t, url)
+}
+
+// TestRPCErrors: each failure of a call has its status and message.
+func TestRPCErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs workers; skipped with -short")
+	}
+	brokers := testBrokers(t)
+	prefix := "rpc." + uniqueTopic(t) + "."
+	cfg := testConfig(brokers, uniqueTopic(t))
+	cfg.DataDir = t.TempDir()
+	cfg.RPC.Services = []string{"fail", "slow"}
+	cfg.RPC.TopicPrefix = prefix
+	cfg.RPC.MaxInFlight = 3
+	cfg.RPC.MaxBodyBytes = 1 << 10
+	g := startGateway(t, cfg)
+	base := "http://" + g.Addr() + "/v1/rpc/"
+	startWorker(t, brokers, prefix+"fail", "fail", "--exec", "echo 'no such order' >&2; exit 3")
+	startWorker(t, brokers, prefix+"slow", "slow", "--echo", "--min-delay", "2s", "--max-delay", "2s")
+
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		code, body, _ := call(t, http.DefaultClient, base+"fail", []byte("order 7"), "Inlet-Timeout", "1s")
+		if code == http.StatusBadGateway {
+			if !strings.Contains(string(body), "no such order") {
+				t.Errorf("502 without the worker's error: %s", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the failing worker never answered: %d %s", code, body)
+		}
+	}
+	cases := []struct {
+		name    string
+		method  string
+		service string
+		body    []byte
+		headers []string
+		code    int
+		msg     string
+	}{
+		{"unknown service", "POST", "other", nil, nil, 404, "not enabled"},
+		{"bad service name", "POST", "a%20b", nil, nil, 400, "letters, digits"},
+		{"bad timeout", "POST", "slow", nil, []string{"Inlet-Timeout", "soon"}, 400, "Inlet-Timeout"},
+		{"negative timeout", "POST", "slow", nil, []string{"Inlet-Timeout", "-1s"}, 400, "positive"},
+		{"too large", "POST", "slow", bytes.Repeat([]byte("x"), 2<<10), nil, 413, "exceeds 1024 bytes"},
+		{"wrong method", "GET", "slow", nil, nil, 405, "use POST"},
+		{"timeout", "POST", "slow", []byte("x"), []string{"Inlet-Timeout", "300ms"}, 504, "within 300ms"},
+	}
+	for _, tc := range cases {
+		r := do(t, tc.method, base+tc.service, tc.body, tc.headers...)
+		if r.status != tc.code || !strings.Contains(string(r.body), tc.msg) {
+			t.Errorf("%s: %s, want %d with %q", tc.name, r, tc.code, tc.msg)
+		}
+	}
+	// Admission control: three calls wait; the fourth is turned away.
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			call(t, http.DefaultClient, base+"slow", []byte("x"), "Inlet-Timeout", "5s")
+		}()
+	}
+	waitFor(t, 5*time.Second, "three calls in flight", func() bool { return inFlight(t, g) == 3 })
+	r := do(t, "POST", base+"slow", []byte("x"))
+	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "the limit") {
+		t.Errorf("past the in-flight cap: %s", r)
+	}
+	wg.Wait()
+	if got := inFlight(t, g); got != 0 {
+		t.Fatalf("%d calls in flight after all ended", got)
+	}
+	m := string(do(t, "GET", "http://"+g.Addr()+"/metrics", nil).body)
+	for _, want := range []string{`inlet_rpc_requests_total{code="502"}`, `inlet_rpc_requests_total{code="504"}`, "inlet_rpc_in_flight 0", "inlet_rpc_in_flight_peak 3"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

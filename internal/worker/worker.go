@@ -1,0 +1,408 @@
+// Package worker is the consumer side of inlet's request-reply over Kafka:
+// it reads the requests that POST /v1/rpc/{service} produced to the
+// service's topic, runs a handler for each, concurrently and bounded, and
+// publishes each reply to the address the request names (a Kafka topic or a
+// Redis pub/sub channel), as package reply's wire contract lays out.
+//
+// Requests are ephemeral: a new consumer group starts at the end of the topic
+// (requests produced before any worker of the group ran are not answered,
+// and their callers time out), and a request is committed when its handler
+// starts, so a worker that dies mid-request does not hand that request to
+// another one: its caller gets 504 at the deadline.
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/reply"
+)
+
+// Handler answers one request. ctx ends at the request's deadline (or when
+// the worker is stopped and its stop timeout ran out). An error becomes a
+// reply with Err set: the caller gets 502 with the error's text. The reply's
+// ID is set by the worker; Status 0 means 200. A Handler is called
+// concurrently, up to Config.Concurrency at once.
+type Handler func(ctx context.Context, req Request) (reply.Reply, error)
+
+// Config configures a worker. Zero values of optional fields mean their
+// defaults.
+type Config struct {
+	Brokers []string
+	// Service names the service; it is required.
+	Service string
+	// Topic is the request topic; default "rpc." + Service.
+	Topic string
+	// Group is the consumer group; default "inlet-worker." + Service. A new
+	// group starts at the end of the topic.
+	Group string
+	// Concurrency bounds the requests handled at once; default 256. When
+	// that many handlers run, the worker stops polling: records wait in
+	// Kafka (and in the client's bounded fetch buffer), never in an
+	// unbounded queue.
+	Concurrency int
+	// RedisAddr is the host:port of the Redis server that replies
+	// addressed redis:<channel> are published to; without it such replies
+	// fail (counted in ReplyFailures).
+	RedisAddr string
+	// StopTimeout bounds a graceful stop: in-flight handlers get this long
+	// to finish before their context is cancelled; default 15 s.
+	StopTimeout time.Duration
+	// Log receives the worker's logs; default: discarded.
+	Log *slog.Logger
+	// Metrics are updated by the worker; default: new, unregistered.
+	Metrics *Metrics
+}
+
+// Defaults.
+const (
+	DefaultConcurrency = 256
+	DefaultStopTimeout = 15 * time.Second
+	// replyDeliveryTimeout bounds how long a Kafka reply may wait for its
+	// broker before it fails and is counted in ReplyFailures.
+	replyDeliveryTimeout = 30 * time.Second
+)
+
+func (c Config) withDefaults() Config {
+	if c.Topic == "" && c.Service != "" {
+		c.Topic = "rpc." + c.Service
+	}
+	if c.Group == "" && c.Service != "" {
+		c.Group = "inlet-worker." + c.Service
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = DefaultStopTimeout
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	return c
+}
+
+// topicName is what Kafka accepts as a topic name.
+var topicName = regexp.MustCompile(`^[a-zA-Z0-9._-]{1,249}$`)
+
+// Validate reports the first invalid setting; zero values of optional
+// fields are valid (they mean the defaults).
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case len(c.Brokers) == 0:
+		return errors.New("worker: no brokers")
+	case c.Service == "":
+		return errors.New("worker: no service")
+	case !topicName.MatchString(c.Topic):
+		return fmt.Errorf("worker: topic %q: want 1 to 249 of a-z A-Z 0-9 . _ -", c.Topic)
+	case c.Concurrency < 0:
+		return errors.New("worker: concurrency must be positive")
+	case c.StopTimeout < 0:
+		return errors.New("worker: stop timeout must be positive")
+	}
+	return nil
+}
+
+// worker is the state of one Run.
+type worker struct {
+	cfg Config
+	h   Handler
+	log *slog.Logger
+	m   *Metrics
+	cl  *kgo.Client
+	rdb *redis.Client // nil without Config.RedisAddr
+
+	slots chan struct{} // one per running handler
+	wg    sync.WaitGroup
+}
+
+// Run joins the consumer group on the service's request topic and answers
+// requests with h until ctx ends; then it stops fetching, lets the handlers
+// in flight finish (bounded by Config.StopTimeout), flushes the replies and
+// leaves the group. It returns nil after a stop on ctx, or an error when it
+// could not start (invalid config, Kafka or Redis unreachable).
+func Run(ctx context.Context, cfg Config, h Handler) error {
+	if h == nil {
+		return errors.New("worker: no handler")
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults()
+	w := &worker{cfg: cfg, h: h, log: cfg.Log, m: cfg.Metrics, slots: make(chan struct{}, cfg.Concurrency)}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID("inlet-worker"),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()),
+		kgo.AutoCommitMarks(),
+		kgo.AllowAutoTopicCreation(),
+		kgo.ProducerLinger(0),
+		kgo.RecordDeliveryTimeout(replyDeliveryTimeout),
+		kgo.WithLogger(kgoLogger{cfg.Log}),
+	)
+	if err != nil {
+		return fmt.Errorf("creating kafka client: %w", err)
+	}
+	w.cl = cl
+	if err := cl.Ping(ctx); err != nil {
+		cl.Close()
+		return fmt.Errorf("pinging kafka: %w", err)
+	}
+	if cfg.RedisAddr != "" {
+		w.rdb = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
+		if err := w.rdb.Ping(ctx).Err(); err != nil {
+			w.rdb.Close()
+			cl.Close()
+			return fmt.Errorf("pinging redis %s: %w", cfg.RedisAddr, err)
+		}
+	}
+	w.log.Info("worker started", "service", cfg.Service, "topic", cfg.Topic, "group", cfg.Group,
+		"concurrency", cfg.Concurrency, "redis", cfg.RedisAddr)
+
+	// Handlers outlive ctx by up to the stop timeout.
+	base, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+	w.poll(ctx, base)
+	w.stop(cancelHandlers)
+	return nil
+}
+
+// poll reads requests and starts their handlers until ctx ends. It blocks
+// while every slot is taken.
+func (w *worker) poll(ctx, base context.Context) {
+	for {
+		fs := w.cl.PollRecords(ctx, w.cfg.Concurrency)
+		if ctx.Err() != nil {
+			// Records of this poll not started are not marked, so not
+			// committed: the group hands them to another member.
+			return
+		}
+		fs.EachError(func(topic string, p int32, err error) {
+			w.log.Warn("fetching requests", "topic", topic, "partition", p, "err", err)
+		})
+		if fs.NumRecords() == 0 && len(fs.Errors()) > 0 {
+			select { // don't spin on a persistent error
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return
+			}
+		}
+		for it := fs.RecordIter(); !it.Done(); {
+			if !w.dispatch(ctx, base, it.Next()) {
+				return
+			}
+		}
+	}
+}
+
+// dispatch parses r and starts its handler once a slot is free. It returns
+// false when ctx ended while waiting for a slot.
+func (w *worker) dispatch(ctx, base context.Context, r *kgo.Record) bool {
+	req, err := parseRequest(r, w.cfg.Service)
+	if err != nil {
+		w.m.Malformed.Inc()
+		w.log.Warn("dropping request", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "id", req.ID, "err", err)
+		w.cl.MarkCommitRecords(r)
+		return true
+	}
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	w.cl.MarkCommitRecords(r)
+	if !time.Now().Before(req.Deadline) {
+		<-w.slots
+		w.m.SkippedExpired.Inc()
+		w.log.Debug("skipping expired request", "id", req.ID, "deadline", req.Deadline)
+		return true
+	}
+	w.m.InFlight.Inc()
+	w.wg.Go(func() {
+		defer func() {
+			w.m.InFlight.Dec()
+			<-w.slots
+		}()
+		w.handle(base, req)
+	})
+	return true
+}
+
+// handle runs the handler for req and publishes its reply.
+func (w *worker) handle(base context.Context, req Request) {
+	ctx, cancel := context.WithDeadline(base, req.Deadline)
+	rep, err := w.call(ctx, req)
+	cancel()
+	w.m.Handled.Inc()
+	if err == nil && rep.Status == 0 {
+		rep.Status = http.StatusOK
+	}
+	if err == nil && (rep.Status < 100 || rep.Status > 999) {
+		err = fmt.Errorf("worker: handler answered invalid status %d", rep.Status)
+	}
+	if err != nil {
+		w.m.Errors.Inc()
+		msg := err.Error()
+		if msg == "" {
+			msg = "worker: handler failed"
+		}
+		w.log.Debug("handler failed", "id", req.ID, "err", msg)
+		rep = reply.Reply{Status: http.StatusBadGateway, Err: msg}
+	}
+	rep.ID = req.ID
+	if !time.Now().Before(req.Deadline) {
+		w.m.Late.Inc()
+		w.log.Debug("dropping late reply", "id", req.ID, "deadline", req.Deadline)
+		return
+	}
+	w.publish(req, rep)
+}
+
+// call runs the handler, turning a panic into an error.
+func (w *worker) call(ctx context.Context, req Request) (rep reply.Reply, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("handler panicked", "id", req.ID, "panic", p)
+			err = fmt.Errorf("worker: handler panicked: %v", p)
+		}
+	}()
+	return w.h(ctx, req)
+}
+
+// publish sends rep to req's reply address. A Kafka reply is produced
+// asynchronously (its failure is counted when Kafka answers); a Redis reply
+// is published before publish returns, bounded by the request's deadline.
+func (w *worker) publish(req Request, rep reply.Reply) {
+	switch req.ReplyTo.Kind {
+	case "kafka":
+		rec := &kgo.Record{Topic: req.ReplyTo.Name, Key: []byte(rep.ID), Value: rep.Body, Headers: replyHeaders(rep)}
+		// Not a request's context: kgo fails a whole batch when the
+		// context of its first record ends.
+		w.cl.Produce(context.Background(), rec, w.produced)
+	case "redis":
+		if w.rdb == nil {
+			w.replyFailed(req, errors.New("worker: reply addressed to redis, but no Redis configured"))
+			return
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), req.Deadline)
+		defer cancel()
+		if err := w.rdb.Publish(ctx, req.ReplyTo.Name, rep.Marshal()).Err(); err != nil {
+			w.replyFailed(req, fmt.Errorf("publishing to redis: %w", err))
+		}
+	default: // parseRequest admits no other kind
+		w.replyFailed(req, fmt.Errorf("worker: unknown reply address %s", req.ReplyTo))
+	}
+}
+
+// produced is the promise of a Kafka reply. kgo calls it serially.
+func (w *worker) produced(r *kgo.Record, err error) {
+	if err != nil {
+		w.m.ReplyFailures.Inc()
+		w.log.Warn("reply not delivered", "topic", r.Topic, "id", string(r.Key), "err", err)
+	}
+}
+
+func (w *worker) replyFailed(req Request, err error) {
+	w.m.ReplyFailures.Inc()
+	w.log.Warn("reply not delivered", "address", req.ReplyTo.String(), "id", req.ID, "err", err)
+}
+
+// replyHeaders are the headers of a reply record on a Kafka reply topic.
+func replyHeaders(rep reply.Reply) []kgo.RecordHeader {
+	hs := make([]kgo.RecordHeader, 0, 4)
+	hs = append(hs,
+		kgo.RecordHeader{Key: reply.HeaderCorrelationID, Value: []byte(rep.ID)},
+		kgo.RecordHeader{Key: reply.HeaderStatus, Value: strconv.AppendInt(nil, int64(rep.Status), 10)})
+	if rep.ContentType != "" {
+		hs = append(hs, kgo.RecordHeader{Key: reply.HeaderContentType, Value: []byte(rep.ContentType)})
+	}
+	if rep.Err != "" {
+		hs = append(hs, kgo.RecordHeader{Key: reply.HeaderError, Value: []byte(rep.Err)})
+	}
+	return hs
+}
+
+// stop waits for the handlers in flight (cancelling them when the stop
+// timeout runs out), flushes the replies and leaves the group.
+func (w *worker) stop(cancelHandlers context.CancelFunc) {
+	deadline := time.Now().Add(w.cfg.StopTimeout)
+	w.log.Info("worker stopping", "in_flight", len(w.slots))
+	done := make(chan struct{})
+	go func() {
+		w.wg.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(w.cfg.StopTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		w.log.Warn("stop timeout: cancelling handlers in flight", "in_flight", len(w.slots))
+		cancelHandlers()
+		select {
+		case <-done:
+		case <-time.After(time.Second):
+			// Their replies, if any, will fail on the closed clients.
+			w.log.Error("handlers ignored cancellation; leaving them behind", "in_flight", len(w.slots))
+		}
+	}
+	// Replies of handlers that returned on cancellation still get a second.
+	ctx, cancel := context.WithDeadline(context.Background(), later(deadline, time.Now().Add(time.Second)))
+	defer cancel()
+	if err := w.cl.Flush(ctx); err != nil {
+		w.log.Error("flushing replies", "err", err, "buffered", w.cl.BufferedProduceRecords())
+	}
+	w.cl.Close() // commits what was marked, leaves the group
+	if w.rdb != nil {
+		w.rdb.Close()
+	}
+	w.log.Info("worker stopped")
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// kgoLogger adapts slog to kgo.Logger: kgo's chatter at debug, its warnings
+// and errors at their level.
+type kgoLogger struct{ l *slog.Logger }
+
+func (k kgoLogger) Level() kgo.LogLevel {
+	if k.l.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelDebug
+	}
+	return kgo.LogLevelWarn
+}
+
+func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	l := slog.LevelDebug
+	switch level {
+	case kgo.LogLevelError:
+		l = slog.LevelError
+	case kgo.LogLevelWarn:
+		l = slog.LevelWarn
+	case kgo.LogLevelInfo:
+		l = slog.LevelInfo
+	}
+	k.l.Log(context.Background(), l, "kafka: "+msg, keyvals...)
+}
