@@ -33,6 +33,7 @@ Usage:
   inlet broker  [flags]   run the embedded single-node development broker alone
   inlet tail    [flags]   print the records of a topic
   inlet verify  [flags]   send events to a gateway, read them back, report any loss (exit 1)
+  inlet bench   http ...  load generator: open loop at --rate or closed loop, honest latency reports
   inlet worker  [flags]   answer request-reply calls from Kafka: --echo, --http URL or --exec CMD
   inlet version           print the version
 
@@ -58,6 +59,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = runTail(ctx, rest, env)
 	case "verify":
 		err = runVerify(ctx, rest, env)
+	case "bench":
+		err = runBench(ctx, rest, env)
 	case "worker":
 		err = runWorker(ctx, rest, env)
 	case "version", "--version", "-version":

@@ -1,0 +1,396 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/inlet-dev/inlet/internal/bench"
+)
+
+const benchUsage = `Usage:
+  inlet bench http [flags]   load an HTTP endpoint (open loop with --rate, else closed loop)
+  inlet bench rpc  [flags]   load POST /v1/rpc/{service}; reports the gateway's in-flight peak and memory
+
+Run 'inlet bench http -h' or 'inlet bench rpc -h' for the flags.
+`
+
+func runBench(ctx context.Context, args []string, env Env) error {
+	if len(args) == 0 {
+		fmt.Fprint(env.Stderr, benchUsage)
+		return errUsage
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "http":
+		return runBenchHTTP(ctx, rest, env)
+	case "rpc":
+		return runBenchRPC(ctx, rest, env)
+	case "help", "-h", "--help":
+		fmt.Fprint(env.Stdout, benchUsage)
+		return nil
+	default:
+		fmt.Fprintf(env.Stderr, "inlet bench: unknown target %q\n\n%s", sub, benchUsage)
+		return errUsage
+	}
+}
+
+// BenchHTTPConfig configures `inlet bench http`.
+type BenchHTTPConfig struct {
+	Run  bench.Config
+	HTTP bench.HTTPConfig
+	// BodyFile, if set, is read into HTTP.Body.
+	BodyFile string
+	// Report files: JSON ("-" for stdout), HdrHistogram percentiles, HTML.
+	JSON, Hgrm, HTML string
+	// Command is the command line, for the reports.
+	Command string
+}
+
+// Validate reports the first invalid setting.
+func (c BenchHTTPConfig) Validate() error {
+	if err := c.Run.Validate(); err != nil {
+		return err
+	}
+	return c.HTTP.Validate()
+}
+
+// headerFlag is a repeatable "Name: value" flag.
+type headerFlag struct{ h http.Header }
+
+func (f *headerFlag) String() string {
+	if f == nil || f.h == nil {
+		return ""
+	}
+	var parts []string
+	for k, vs := range f.h {
+		for _, v := range vs {
+			parts = append(parts, k+": "+v)
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (f *headerFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, ":")
+	k = strings.TrimSpace(k)
+	if !ok || k == "" || strings.ContainsAny(k, " \t\r\n") || strings.ContainsAny(v, "\r\n") {
+		return fmt.Errorf("invalid header %q: want Name: value", s)
+	}
+	if f.h == nil {
+		f.h = http.Header{}
+	}
+	f.h.Add(k, strings.TrimSpace(v))
+	return nil
+}
+
+// ParseBenchHTTP parses `inlet bench http` arguments and environment.
+func ParseBenchHTTP(args []string, env Env) (BenchHTTPConfig, error) {
+	return parseBench("http", args, env, bench.DefaultHTTPConfig(), nil)
+}
+
+// parseBench parses the flags `inlet bench http` and `inlet bench rpc`
+// share; extra adds a subcommand's own.
+func parseBench(sub string, args []string, env Env, h0 bench.HTTPConfig, extra func(*flag.FlagSet)) (BenchHTTPConfig, error) {
+	cfg := BenchHTTPConfig{Run: bench.DefaultConfig(), HTTP: h0}
+	fs := newFlags("bench "+sub, env)
+	if extra != nil {
+		extra(fs)
+	}
+	r, h := &cfg.Run, &cfg.HTTP
+	var headers headerFlag
+	fs.StringVar(&h.URL, "target", h.URL, "URL to load")
+	fs.StringVar(&h.Method, "method", h.Method, "HTTP method")
+	fs.Var(&headers, "header", "request header `Name: value` (repeatable)")
+	fs.StringVar(&cfg.BodyFile, "body-file", "", "send this file as every request's body, instead of generated events")
+	fs.IntVar(&h.Events, "events", h.Events, "events per generated request body (with --body-file: how many it holds, for events/s)")
+	fs.IntVar(&h.EventBytes, "event-bytes", h.EventBytes, "approximate size of one generated event, in bytes")
+	fs.BoolVar(&h.Gzip, "gzip", false, "gzip request bodies (Content-Encoding: gzip)")
+	fs.Float64Var(&r.Rate, "rate", 0, "open loop: requests per second, latency from each request's intended send time (0: closed loop)")
+	fs.Float64Var(&r.StartRate, "rate-start", 0, "open loop: ramp linearly from this rate (held during --warmup) to --rate over --duration")
+	fs.StringVar(&h.Client, "client", h.Client, "HTTP client: h1 (lean HTTP/1.1: one core of it outruns one core of a Go server), net/http (Go's; HTTP/2 over TLS where offered) or h2c (Go's, HTTP/2 without TLS)")
+	fs.IntVar(&h.Connections, "connections", h.Connections, "keep-alive connections at most; in an open loop, also the requests in flight at most")
+	concurrency := fs.Int("concurrency", 0, "closed loop: workers each sending back to back (default: --connections)")
+	fs.DurationVar(&r.Duration, "duration", r.Duration, "measured time")
+	fs.DurationVar(&r.Warmup, "warmup", r.Warmup, "time run first and left out of every figure")
+	fs.DurationVar(&r.Timeout, "timeout", r.Timeout, "time limit of one request")
+	fs.DurationVar(&r.MaxLag, "max-lag", r.MaxLag, "open loop: a request that cannot start within this of its intended time is dropped (generator overload)")
+	fs.StringVar(&cfg.JSON, "json", "", "write the report as JSON to `FILE` (- for stdout; the summary then goes to stderr)")
+	fs.StringVar(&cfg.Hgrm, "hdr", "", "write the latency percentile distribution to `FILE` (HdrHistogram .hgrm text, ms)")
+	fs.StringVar(&cfg.HTML, "html", "", "write a self-contained HTML page with charts to `FILE`")
+	if err := parseFlags(fs, args, env); err != nil {
+		return cfg, err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	usage := func(err error) error {
+		fmt.Fprintf(fs.Output(), "inlet %s\n", err)
+		return errUsage
+	}
+	h.Header = headers.h
+	cfg.Command = "inlet bench " + sub + " " + strings.Join(redactHeaders(args), " ")
+	if r.Rate > 0 {
+		if given["concurrency"] {
+			return cfg, usage(errors.New("bench: --concurrency is for the closed loop; bound an open loop (--rate) with --connections"))
+		}
+		r.Workers = h.Connections
+	} else {
+		r.Workers = *concurrency
+		switch {
+		case *concurrency <= 0 && given["concurrency"]:
+			return cfg, usage(errors.New("bench: --concurrency must be positive"))
+		case *concurrency <= 0:
+			r.Workers = h.Connections
+		case !given["connections"]:
+			h.Connections = *concurrency
+		}
+	}
+	if cfg.BodyFile != "" {
+		if given["event-bytes"] {
+			return cfg, usage(errors.New("bench: --event-bytes is for generated bodies, not --body-file"))
+		}
+		b, err := os.ReadFile(cfg.BodyFile)
+		if err != nil {
+			return cfg, fmt.Errorf("bench: reading --body-file: %w", err)
+		}
+		h.Body = b
+		if !given["events"] {
+			h.Events = 0 // unknown: events/s is not reported
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, usage(err)
+	}
+	return cfg, nil
+}
+
+// redactHeaders hides header values (they may be credentials) in args,
+// which go into the reports.
+func redactHeaders(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		a := strings.TrimLeft(out[i], "-")
+		switch {
+		case !strings.HasPrefix(out[i], "-"):
+		case a == "header" && i+1 < len(out):
+			i++
+			out[i] = redactHeader(out[i])
+		case strings.HasPrefix(a, "header="):
+			out[i] = out[i][:strings.Index(out[i], "=")+1] + redactHeader(strings.TrimPrefix(a, "header="))
+		}
+	}
+	return out
+}
+
+func redactHeader(h string) string {
+	name, _, _ := strings.Cut(h, ":")
+	return strings.TrimSpace(name) + ":..."
+}
+
+func runBenchHTTP(ctx context.Context, args []string, env Env) error {
+	cfg, err := ParseBenchHTTP(args, env)
+	if err != nil {
+		return err
+	}
+	// Create the report files first: a wrong path should not cost a run.
+	files, err := createReportFiles(cfg)
+	if err != nil {
+		return err
+	}
+	defer files.close()
+	rep, err := BenchHTTP(ctx, cfg, env.Stderr)
+	if err != nil {
+		return err
+	}
+	return writeBenchReports(rep, cfg, files, env)
+}
+
+// BenchHTTP runs `inlet bench http`. It writes the start of the run to
+// progress, and a live progress line once a second if progress is a
+// terminal.
+func BenchHTTP(ctx context.Context, cfg BenchHTTPConfig, progress io.Writer) (*bench.Report, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	target, err := bench.NewHTTP(cfg.HTTP)
+	if err != nil {
+		return nil, err
+	}
+	defer target.Close()
+	r := cfg.Run
+	mode := fmt.Sprintf("closed loop, %d concurrent", r.Workers)
+	if r.Open() {
+		mode = fmt.Sprintf("open loop at %g req/s, %d connections at most", r.Rate, r.Workers)
+		if r.StartRate > 0 {
+			mode = fmt.Sprintf("open loop from %g to %g req/s, %d connections at most", r.StartRate, r.Rate, r.Workers)
+		}
+	}
+	fmt.Fprintf(progress, "inlet bench: %s, %s, for %v after %v warmup\n", target, mode, r.Duration, r.Warmup)
+	live := isTerminal(progress)
+	if live {
+		r.Progress = func(p bench.Progress) { fmt.Fprintf(progress, "\r\x1b[K%s", progressLine(p)) }
+	}
+	rep, err := bench.Run(ctx, r, target.Do)
+	if live {
+		fmt.Fprint(progress, "\r\x1b[K")
+	}
+	if err != nil {
+		return nil, err
+	}
+	rep.Target, rep.Command = target.String(), cfg.Command
+	return rep, nil
+}
+
+func progressLine(p bench.Progress) string {
+	if p.Warmup {
+		return fmt.Sprintf("%5.0fs warming up  %7.0f req/s", p.Elapsed.Seconds(), p.Rate)
+	}
+	return fmt.Sprintf("%5.0fs  %7.0f req/s  %d requests  %d errors  %d dropped  p99 %v",
+		p.Elapsed.Seconds(), p.Rate, p.Requests, p.Errors, p.Dropped, p.P99.Round(10*time.Microsecond))
+}
+
+// isTerminal says whether w is a terminal: the progress line is for people.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// reportFiles are the report files of a run, created before it.
+type reportFiles struct{ json, hgrm, html *os.File }
+
+func createReportFiles(cfg BenchHTTPConfig) (*reportFiles, error) {
+	var fs reportFiles
+	for _, f := range []struct {
+		name string
+		file **os.File
+	}{{cfg.JSON, &fs.json}, {cfg.Hgrm, &fs.hgrm}, {cfg.HTML, &fs.html}} {
+		if f.name == "" || f.name == "-" {
+			continue
+		}
+		file, err := os.Create(f.name)
+		if err != nil {
+			fs.close()
+			return nil, fmt.Errorf("bench: creating report file: %w", err)
+		}
+		*f.file = file
+	}
+	return &fs, nil
+}
+
+func (fs *reportFiles) close() {
+	for _, f := range []*os.File{fs.json, fs.hgrm, fs.html} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// writeBenchReports writes the text summary and the report files, and
+// fails a run in which no request succeeded.
+func writeBenchReports(rep *bench.Report, cfg BenchHTTPConfig, files *reportFiles, env Env) error {
+	summary := env.Stdout
+	if cfg.JSON == "-" {
+		summary = env.Stderr
+		if err := rep.WriteJSON(env.Stdout); err != nil {
+			return fmt.Errorf("bench: writing JSON report: %w", err)
+		}
+	}
+	if err := rep.WriteText(summary); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		file  *os.File
+		write func(io.Writer) error
+	}{{files.json, rep.WriteJSON}, {files.hgrm, rep.WriteHgrm}, {files.html, rep.WriteHTML}} {
+		if f.file == nil {
+			continue
+		}
+		if err := f.write(f.file); err != nil {
+			return fmt.Errorf("bench: writing %s: %w", f.file.Name(), err)
+		}
+		if err := f.file.Close(); err != nil {
+			return fmt.Errorf("bench: writing %s: %w", f.file.Name(), err)
+		}
+	}
+	if rep.OK == 0 && !rep.Interrupted {
+		return errors.New("bench: no request succeeded")
+	}
+	return nil
+}
+
+// BenchRPCConfig configures `inlet bench rpc`.
+type BenchRPCConfig struct {
+	BenchHTTPConfig
+	Service    string
+	Timeout    time.Duration // sent as Inlet-Timeout
+	MetricsURL string        // the gateway's /metrics; "none" to not read it
+}
+
+// ParseBenchRPC parses `inlet bench rpc` arguments and environment.
+func ParseBenchRPC(args []string, env Env) (BenchRPCConfig, error) {
+	rc := BenchRPCConfig{Service: "echo", Timeout: 10 * time.Second}
+	h0 := bench.DefaultHTTPConfig()
+	h0.URL = "http://127.0.0.1:8080"
+	h0.Client = bench.ClientH2C
+	h0.Connections = 20000 // in flight: h2c multiplexes them over few connections
+	h0.Events, h0.EventBytes = 1, 100
+	cfg, err := parseBench("rpc", args, env, h0, func(fs *flag.FlagSet) {
+		fs.StringVar(&rc.Service, "service", rc.Service, "the service to call: POST <target>/v1/rpc/<service>")
+		fs.DurationVar(&rc.Timeout, "rpc-timeout", rc.Timeout, "sent as Inlet-Timeout: how long the gateway waits for a reply")
+		fs.StringVar(&rc.MetricsURL, "metrics", "", "the gateway's metrics, for in-flight peak and memory (default <target>/metrics; none: do not read)")
+	})
+	if err != nil {
+		return rc, err
+	}
+	base := strings.TrimRight(cfg.HTTP.URL, "/")
+	if i := strings.Index(base, "/v1/"); i >= 0 {
+		base = base[:i]
+	}
+	cfg.HTTP.URL = base + "/v1/rpc/" + rc.Service
+	if cfg.HTTP.Header == nil {
+		cfg.HTTP.Header = http.Header{}
+	}
+	cfg.HTTP.Header.Set("Inlet-Timeout", rc.Timeout.String())
+	if rc.MetricsURL == "" {
+		rc.MetricsURL = base + "/metrics"
+	}
+	rc.BenchHTTPConfig = cfg
+	return rc, cfg.Validate()
+}
+
+func runBenchRPC(ctx context.Context, args []string, env Env) error {
+	cfg, err := ParseBenchRPC(args, env)
+	if err != nil {
+		return err
+	}
+	files, err := createReportFiles(cfg.BenchHTTPConfig)
+	if err != nil {
+		return err
+	}
+	defer files.close()
+	var sampler *bench.Sampler
+	if cfg.MetricsURL != "none" {
+		if sampler, err = bench.StartSampler(cfg.MetricsURL, "inlet_rpc_in_flight", 250*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	rep, err := BenchHTTP(ctx, cfg.BenchHTTPConfig, env.Stderr)
+	if sampler != nil {
+		stats := sampler.Stop()
+		if rep != nil {
+			rep.Server = stats
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return writeBenchReports(rep, cfg.BenchHTTPConfig, files, env)
+}

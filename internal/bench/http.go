@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// HTTPConfig is an HTTP target.
+type HTTPConfig struct {
+	URL    string
+	Method string
+	Header http.Header
+	// Body, if set, is sent as is with every request. Otherwise each request
+	// carries a JSON array of Events events of about EventBytes bytes each,
+	// every one with an id of its own.
+	Body       []byte
+	Events     int
+	EventBytes int
+	// Gzip compresses every body (Content-Encoding: gzip).
+	Gzip bool
+	// Connections bounds the keep-alive connections to the target.
+	Connections int
+	// Client is the HTTP client: ClientH1 (the default), lean enough that
+	// one core of it outruns one core of a Go server, or ClientStd, Go's
+	// net/http (HTTP/2 where the server offers it over TLS).
+	Client string
+	// Run prefixes the event ids: <Run>-<n>. Empty: a random one.
+	Run string
+}
+
+// DefaultHTTPConfig posts batches of 5 events of about 100 bytes to a local
+// inlet over at most 100 connections.
+func DefaultHTTPConfig() HTTPConfig {
+	return HTTPConfig{URL: "http://127.0.0.1:8080/v1/batch", Method: http.MethodPost, Events: 5, EventBytes: 100, Connections: 100, Client: ClientH1}
+}
+
+// HTTP clients.
+const (
+	ClientH1  = "h1"
+	ClientStd = "net/http"
+	// ClientH2C is Go's net/http speaking HTTP/2 without TLS (prior
+	// knowledge): many requests in flight over few connections.
+	ClientH2C = "h2c"
+)
+
+// maxBody bounds a generated or given body.
+const maxBody = 64 << 20
+
+// Validate reports the first invalid setting.
+func (c HTTPConfig) Validate() error {
+	u, err := url.Parse(c.URL)
+	switch {
+	case err != nil:
+		return fmt.Errorf("bench: target %q: want http://host[:port]/path: %w", c.URL, err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return fmt.Errorf("bench: target %q: want http://host[:port]/path or https://...", c.URL)
+	case c.Method == "" || strings.ContainsAny(c.Method, " \t\r\n"):
+		return fmt.Errorf("bench: invalid method %q", c.Method)
+	case c.Client != "" && c.Client != ClientH1 && c.Client != ClientStd && c.Client != ClientH2C:
+		return fmt.Errorf("bench: client %q: want %s, %s or %s", c.Client, ClientH1, ClientStd, ClientH2C)
+	case c.Client == ClientH2C && !strings.HasPrefix(c.URL, "http://"):
+		return fmt.Errorf("bench: client h2c is HTTP/2 without TLS: want an http:// target")
+	case c.Connections <= 0:
+		return errors.New("bench: connections must be positive")
+	case c.Body == nil && c.Events <= 0:
+		return errors.New("bench: events per request must be positive")
+	case c.Body == nil && c.EventBytes < 0:
+		return errors.New("bench: event bytes must not be negative")
+	case len(c.Body) > maxBody || c.Body == nil && int64(c.Events)*int64(max(c.EventBytes, 64)) > maxBody:
+		return fmt.Errorf("bench: a body may be at most %d bytes", maxBody)
+	}
+	return nil
+}
+
+// HTTP is an HTTP target over keep-alive connections. Its Do is a Target.
+type HTTP struct {
+	cfg       HTTPConfig
+	url       string
+	host      string // Host header, if given
+	client    *http.Client
+	transport *http.Transport
+	h1        *h1Client // nil: net/http
+	pad       string
+	size      int    // of a generated body, about
+	static    []byte // the body of every request, if not generated
+	seq       atomic.Uint64
+	bufs      sync.Pool // *bytes.Buffer
+	gzips     sync.Pool // *gzip.Writer
+}
+
+// NewHTTP makes an HTTP target. Close it to close its connections.
+func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Run == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg.Run = "bench-" + hex.EncodeToString(b[:])
+	}
+	header := cfg.Header.Clone()
+	if header == nil {
+		header = http.Header{}
+	}
+	host := header.Get("Host")
+	header.Del("Host")
+	if header.Get("Content-Type") == "" && (cfg.Body == nil || looksJSON(cfg.Body)) {
+		header.Set("Content-Type", "application/json")
+	}
+	if cfg.Gzip {
+		header.Set("Content-Encoding", "gzip")
+	}
+	cfg.Header = header
+	h := &HTTP{cfg: cfg, url: cfg.URL, host: host, pad: strings.Repeat("x", max(cfg.EventBytes, 0))}
+	h.bufs.New = func() any { return new(bytes.Buffer) }
+	h.size = cfg.Events*(max(cfg.EventBytes, 64)+32) + 2
+	if h.static = cfg.Body; cfg.Body != nil && cfg.Gzip {
+		h.static = h.gzip(cfg.Body)
+	}
+	if cfg.Client != ClientStd {
+		u, _ := url.Parse(cfg.URL) // checked by Validate
+		h.h1 = newH1Client(u, cfg.Method, host, header, cfg.Connections)
+		return h, nil
+	}
+	h.transport = &http.Transport{
+		Proxy:               nil, // measure the target, never a proxy from the environment
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        cfg.Connections,
+		MaxIdleConnsPerHost: cfg.Connections,
+		MaxConnsPerHost:     cfg.Connections,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableCompression:  true,
+		ForceAttemptHTTP2:   true,
+	}
+	if cfg.Client == ClientH2C {
+		h.transport.Protocols = new(http.Protocols)
+		h.transport.Protocols.SetUnencryptedHTTP2(true)
+	}
+	h.client = &http.Client{
+		Transport: h.transport,
+		// A redirect is an answer to count, not to follow.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return h, nil
+}
+
+func looksJSON(b []byte) bool {
+	b = bytes.TrimSpace(b)
+	return len(b) > 0 && (b[0] == '[' || b[0] == '{')
+}
+
+// String is the method and URL.
+func (h *HTTP) String() string { return h.cfg.Method + " " + h.url }
+
+// Close closes the idle connections.
+func (h *HTTP) Close() {
+	if h.h1 != nil {
+		h.h1.close()
+		return
+	}
+	h.transport.CloseIdleConnections()
+}
+
+// Do sends one request and reads the whole answer. It is a Target: safe for
+// concurrent use.
+func (h *HTTP) Do(ctx context.Context) Result {
+	b := h.static
+	if b == nil {
+		b = h.body()
+	}
+	n := int64(len(b))
+	events := h.cfg.Events
+	if h.h1 != nil {
+		code, got, err := h.h1.do(ctx, b)
+		if err != nil {
+			return Result{Err: err, Sent: n, Received: got, Events: events}
+		}
+		return Result{Status: statusText(code), OK: code/100 == 2, Sent: n, Received: got, Events: events}
+	}
+	// A *bytes.Reader lets the transport send headers and body in one
+	// write; another reader would cost a second one.
+	req, err := http.NewRequestWithContext(ctx, h.cfg.Method, h.url, bytes.NewReader(b))
+	if err != nil {
+		return Result{Err: err}
+	}
+	req.Header = h.cfg.Header.Clone()
+	if h.host != "" {
+		req.Host = h.host
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		return Result{Err: err, Events: events}
+	}
+	got, err := io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return Result{Err: fmt.Errorf("reading the answer after status %d: %w", resp.StatusCode, err), Sent: n, Received: got, Events: events}
+	}
+	return Result{Status: statusText(resp.StatusCode), OK: resp.StatusCode/100 == 2, Sent: n, Received: got, Events: events}
+}
+
+// body makes the next request's body from the template. The body is the
+// caller's: the transport may still be writing it after Do returns.
+func (h *HTTP) body() []byte {
+	raw := h.batch(make([]byte, 0, h.size))
+	if !h.cfg.Gzip {
+		return raw
+	}
+	return h.gzip(raw)
+}
+
+func (h *HTTP) gzip(raw []byte) []byte {
+	buf := h.bufs.Get().(*bytes.Buffer)
+	defer h.bufs.Put(buf)
+	buf.Reset()
+	zw, _ := h.gzips.Get().(*gzip.Writer)
+	if zw == nil {
+		zw, _ = gzip.NewWriterLevel(buf, gzip.BestSpeed)
+	} else {
+		zw.Reset(buf)
+	}
+	_, _ = zw.Write(raw)
+	_ = zw.Close()
+	h.gzips.Put(zw)
+	return bytes.Clone(buf.Bytes())
+}
+
+// batch appends a JSON array of events to b: each
+// {"event":"bench","id":"<run>-<n>","props":{"pad":"xxx"}}, padded to
+// EventBytes where it is longer than that without padding.
+func (h *HTTP) batch(b []byte) []byte {
+	const head, mid, tail = `{"event":"bench","id":"`, `","props":{"pad":"`, `"}}`
+	b = append(b, '[')
+	for i := range h.cfg.Events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, head...)
+		b = append(b, h.cfg.Run...)
+		b = append(b, '-')
+		start := len(b)
+		b = strconv.AppendUint(b, h.seq.Add(1), 10)
+		idLen := len(b) - start
+		b = append(b, mid...)
+		if pad := h.cfg.EventBytes - (len(head) + len(h.cfg.Run) + 1 + idLen + len(mid) + len(tail)); pad > 0 {
+			b = append(b, h.pad[:pad]...)
+		}
+		b = append(b, tail...)
+	}
+	return append(b, ']')
+}
+
+var statusTexts = func() (s [600]string) {
+	for i := 100; i < len(s); i++ {
+		s[i] = strconv.Itoa(i)
+	}
+	return
+}()
+
+func statusText(code int) string {
+	if code >= 100 && code < len(statusTexts) {
+		return statusTexts[code]
+	}
+	return strconv.Itoa(code)
+}
