@@ -578,3 +578,53 @@ func TestBenchConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchH2CMultiplexes: the h2c client carries many requests in flight
+// over H2Conns connections, not one connection per request.
+func TestBenchH2CMultiplexes(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 2 {
+			http.Error(w, "want HTTP/2", http.StatusHTTPVersionNotSupported)
+			return
+		}
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(100 * time.Millisecond)
+	}))
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	cfg := DefaultHTTPConfig()
+	cfg.URL, cfg.Client, cfg.Connections, cfg.H2Conns = srv.URL, ClientH2C, 2000, 4
+	h, err := NewHTTP(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for i := 0; i < 500; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := h.Do(context.Background()); r.OK {
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 500 {
+		t.Fatalf("%d of 500 requests ok over h2c", ok.Load())
+	}
+	// net/http may dial a few more than the cap in a sudden burst (12 for
+	// 4, seen); one connection per request would be 500.
+	if n := conns.Load(); n > 25 {
+		t.Fatalf("%d connections for 500 concurrent h2c requests with 4 allowed", n)
+	}
+}

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Request-reply benchmark (issue 5), one run per reply mode (kafka, redis):
+#   1. a worker whose work takes a uniform 3-5 s, 4,000 calls/s offered for
+#      60 s (about 16,000 calls in flight): success ratio, p99, and the
+#      gateway's memory per call in flight (RSS growth over idle / peak);
+#   2. a worker with no delay, 1,000 calls/s for 20 s: p99.
+# Everything runs on this machine: the gateway (inlet serve) on core 0 with
+# GOMAXPROCS=1; Kafka, Redis, the worker and the load generator
+# (inlet bench rpc, over h2c) on core 1. Loopback only.
+#
+# Usage: scripts/bench-rpc.sh     (env: RATE=4000 DURATION=60s ZRATE=1000 ZDURATION=20s MODES="kafka redis")
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+RATE="${RATE:-4000}"
+DURATION="${DURATION:-60s}"
+ZRATE="${ZRATE:-1000}"
+ZDURATION="${ZDURATION:-20s}"
+MODES="${MODES:-kafka redis}"
+WORK="$(mktemp -d)"
+OUT="${BENCH_OUT:-$WORK}"
+mkdir -p "$OUT"
+export KAFKA_DIR="$WORK/kafka" REDIS_DIR="$WORK/redis"
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
+log() { echo "bench-rpc: $*" >&2; }
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	scripts/kafka.sh stop >/dev/null 2>&1 || true
+	scripts/redis.sh stop >/dev/null 2>&1 || true
+	[ "$OUT" = "$WORK" ] || rm -rf "$WORK/kafka" "$WORK/redis"
+}
+trap cleanup EXIT
+
+log "building inlet"
+CGO_ENABLED=0 go build -o "$WORK/inlet" ./cmd/inlet
+INLET="$WORK/inlet"
+BROKERS="$(taskset -c 1 scripts/kafka.sh start | tail -n 1)"
+REDIS="$(taskset -c 1 scripts/redis.sh start | tail -n 1)"
+log "kafka $BROKERS, redis $REDIS, load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# run_case MODE NAME MIN MAX RATE DURATION WARMUP
+run_case() {
+	local mode=$1 name=$2 min=$3 max=$4 rate=$5 dur=$6 warm=$7
+	local port=$((18900 + RANDOM % 500)) svc="bench${RANDOM}"
+	taskset -c 0 env GOMAXPROCS=1 "$INLET" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+		--data-dir "$WORK/data-$name" --rpc-services "$svc" --reply "$mode" --redis "$REDIS" \
+		--rpc-max-in-flight 50000 --http2-max-streams 2000 --log-level warn >"$OUT/serve-$name.log" 2>&1 &
+	local serve=$!
+	PIDS+=("$serve")
+	taskset -c 1 "$INLET" worker --service "$svc" --brokers "$BROKERS" --redis "$REDIS" --concurrency 30000 \
+		--echo --min-delay "$min" --max-delay "$max" --log-level warn >"$OUT/worker-$name.log" 2>&1 &
+	local worker=$!
+	PIDS+=("$worker")
+	# Wait until a call is answered: the worker's group is assigned.
+	for _ in $(seq 1 120); do
+		code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Inlet-Timeout: 8s' -d ping "http://127.0.0.1:$port/v1/rpc/$svc" || true)
+		[ "$code" = 200 ] && break
+		sleep 0.5
+	done
+	[ "$code" = 200 ] || { log "$name: no worker answered"; return 1; }
+	sleep 6 # let the probes' replies and the idle state settle
+	log "$name: $rate calls/s for $dur (worker delay $min-$max)"
+	taskset -c 1 "$INLET" bench rpc --target "http://127.0.0.1:$port" --service "$svc" --rate "$rate" \
+		--duration "$dur" --warmup "$warm" --rpc-timeout 10s --timeout 12s --connections 30000 \
+		--json "$OUT/rpc-$name.json" --html "$OUT/rpc-$name.html" >"$OUT/rpc-$name.txt" 2>"$OUT/rpc-$name.err"
+	local rss_kb
+	rss_kb="$(awk '/VmHWM/ {print $2}' "/proc/$serve/status")"
+	kill "$worker" "$serve"
+	wait "$worker" "$serve" 2>/dev/null || true
+	python3 - "$OUT/rpc-$name.json" "$mode" "$name" "$min-$max" "$rss_kb" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r.get("server") or {}
+l = r["latency"]
+per = s.get("bytes_per_in_flight", 0) / 1024
+print(f"| {sys.argv[2]} | {sys.argv[4]} | {r['rate']:.0f} | {r['requests']} | {100*r['success_ratio']:.3f}% | {r['dropped']} | "
+      f"{l['p50_ms']:.1f} | {l['p99_ms']:.1f} | {l['max_ms']:.1f} | {s.get('in_flight_peak', 0)} | "
+      f"{s.get('rss_idle_bytes', 0)/2**20:.1f} | {s.get('rss_peak_bytes', 0)/2**20:.1f} | {int(sys.argv[5])/1024:.1f} | {per:.1f} |")
+PY
+}
+
+printf '| reply | worker delay | offered calls/s | calls | success | dropped | p50 ms | p99 ms | max ms | in flight peak | RSS idle MiB | RSS peak MiB | VmHWM MiB | KiB per call in flight |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+for mode in $MODES; do
+	run_case "$mode" "$mode-slow" 3s 5s "$RATE" "$DURATION" 5s
+	run_case "$mode" "$mode-zero" 0s 0s "$ZRATE" "$ZDURATION" 5s
+done
+log "reports in $OUT"
