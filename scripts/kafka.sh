@@ -178,8 +178,15 @@ PYEOF
 }
 
 # 22-char URL-safe base64 of 16 random bytes: the Kafka cluster id format.
+# One that starts with '-' would be read as an option by kafka-storage
+# (1 in 64): draw again.
 random_cluster_id() {
-	head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+	local id
+	while :; do
+		id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+		[[ $id != -* ]] && break
+	done
+	printf '%s\n' "$id"
 }
 
 # True while $1 is a live process (a zombie awaiting its reaper counts as dead).
