@@ -46,7 +46,7 @@ log "kafka $BROKERS, redis $REDIS, load $(cut -d' ' -f1-3 /proc/loadavg)"
 run_case() {
 	local mode=$1 name=$2 min=$3 max=$4 rate=$5 dur=$6 warm=$7
 	local port=$((18900 + RANDOM % 500)) svc="bench${RANDOM}"
-	taskset -c 0 env GOMAXPROCS=1 "$INLET" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+	taskset -c 0 env GOMAXPROCS=1 GOGC="${INLET_GOGC:-100}" "$INLET" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
 		--data-dir "$WORK/data-$name" --rpc-services "$svc" --reply "$mode" --redis "$REDIS" \
 		--rpc-max-in-flight 50000 --http2-max-streams 2000 --log-level warn >"$OUT/serve-$name.log" 2>&1 &
 	local serve=$!
@@ -66,7 +66,7 @@ run_case() {
 	log "$name: $rate calls/s for $dur (worker delay $min-$max)"
 	taskset -c 1 "$INLET" bench rpc --target "http://127.0.0.1:$port" --service "$svc" --rate "$rate" \
 		--duration "$dur" --warmup "$warm" --rpc-timeout 10s --timeout 12s --connections 30000 \
-		--json "$OUT/rpc-$name.json" --html "$OUT/rpc-$name.html" >"$OUT/rpc-$name.txt" 2>"$OUT/rpc-$name.err"
+		--h2-conns 16 --json "$OUT/rpc-$name.json" --html "$OUT/rpc-$name.html" >"$OUT/rpc-$name.txt" 2>"$OUT/rpc-$name.err"
 	local rss_kb
 	rss_kb="$(awk '/VmHWM/ {print $2}' "/proc/$serve/status")"
 	kill "$worker" "$serve"
