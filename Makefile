@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/inlet-dev/inlet/internal/app.Version=$(VERSION)
 
-.PHONY: build run test test-short fuzz bench services-start services-stop clean
+.PHONY: build run test test-short fuzz bench bench-go services-start services-stop clean
 
 ## build: a static binary ./inlet (no cgo)
 build:
@@ -26,8 +26,12 @@ FUZZTIME ?= 1m
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzSplitParse -fuzztime=$(FUZZTIME) ./internal/event/
 
-## bench: Go micro-benchmarks (decode+validate+enrich per event)
+## bench: the headline comparison on real Kafka: no-op server, inlet serve --ack none|kafka|spool (scripts/bench.sh, minutes)
 bench:
+	scripts/bench.sh
+
+## bench-go: Go micro-benchmarks (decode+validate+enrich per event)
+bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem ./internal/...
 
 services-start:

@@ -20,8 +20,9 @@ import (
 const benchUsage = `Usage:
   inlet bench http [flags]   load an HTTP endpoint (open loop with --rate, else closed loop)
   inlet bench rpc  [flags]   load POST /v1/rpc/{service}; reports the gateway's in-flight peak and memory
+  inlet bench kafka [flags]  Kafka producer performance (--e2e: produce to consume), like kafka-producer-perf-test
 
-Run 'inlet bench http -h' or 'inlet bench rpc -h' for the flags.
+Run 'inlet bench http -h', 'inlet bench rpc -h' or 'inlet bench kafka -h' for the flags.
 `
 
 func runBench(ctx context.Context, args []string, env Env) error {
@@ -34,6 +35,8 @@ func runBench(ctx context.Context, args []string, env Env) error {
 		return runBenchHTTP(ctx, rest, env)
 	case "rpc":
 		return runBenchRPC(ctx, rest, env)
+	case "kafka":
+		return runBenchKafka(ctx, rest, env)
 	case "help", "-h", "--help":
 		fmt.Fprint(env.Stdout, benchUsage)
 		return nil

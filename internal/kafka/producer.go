@@ -42,7 +42,7 @@ func DefaultConfig() Config {
 	return Config{
 		ClientID:           "inlet",
 		Compression:        "lz4",
-		Linger:             5 * time.Millisecond,
+		Linger:             time.Millisecond,
 		MaxBufferedBytes:   16 << 20,
 		MaxBufferedRecords: 20_000,
 		BatchMaxBytes:      1 << 20,

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# The headline benchmark (issue 4), in one run on one machine: a no-op Go
+# HTTP server (cmd/noop: reads the body, answers 204 — the limit of this
+# HTTP stack), and `inlet serve` with --ack none, kafka and spool, against
+# a real single-node Kafka broker. Prints a Markdown table for
+# BENCHMARKS.md, with the machine and the command, and the top of a CPU
+# profile of inlet serve --ack kafka under the same load.
+#
+# Pinning (this machine has 2 cores): each server on core 0 with
+# GOMAXPROCS=1; Kafka and the load generator (inlet bench http) on core 1.
+# Load goes to loopback only.
+#
+# For each server: a closed loop of CONNS connections (each request
+# POST /v1/batch with EVENTS events of about EVENT_BYTES bytes, unique ids)
+# for DURATION after WARMUP; then open loops (latency from the intended
+# send time) at half the rate the closed loop reached, and at FIXED_RATE.
+# Peak RSS is the kernel's VmHWM of the server process after the closed
+# loop.
+#
+# Usage: scripts/bench.sh      (make bench)
+# Environment: DURATION=20s WARMUP=5s OPEN_DURATION=15s CONNS=100 EVENTS=5
+#   EVENT_BYTES=100 FIXED_RATE=2000 PROFILE_SECONDS=10
+#   BENCH_OUT=dir for the reports (default /tmp/inlet-bench-<time>)
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+DURATION="${DURATION:-20s}"
+WARMUP="${WARMUP:-5s}"
+OPEN_DURATION="${OPEN_DURATION:-15s}"
+CONNS="${CONNS:-100}"
+EVENTS="${EVENTS:-5}"
+EVENT_BYTES="${EVENT_BYTES:-100}"
+FIXED_RATE="${FIXED_RATE:-2000}"
+PROFILE_SECONDS="${PROFILE_SECONDS:-10}"
+OUT="${BENCH_OUT:-/tmp/inlet-bench-$(date +%Y%m%d-%H%M%S)}"
+WORK="$(mktemp -d)"
+export KAFKA_DIR="$WORK/kafka" # a broker of its own, apart from the tests' one
+mkdir -p "$OUT"
+
+log() { echo "bench: $*" >&2; }
+die() {
+	echo "bench: error: $*" >&2
+	exit 1
+}
+for tool in taskset jq curl; do
+	command -v "$tool" >/dev/null || die "$tool is needed (Debian: apt-get install util-linux jq curl)"
+done
+[ "$(nproc --all)" -ge 2 ] || die "two cores are needed: servers on core 0, Kafka and the load on core 1"
+
+SERVER_PID=
+cleanup() {
+	if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
+	scripts/kafka.sh stop >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
+log "load average before: $LOAD_BEFORE; reports go to $OUT"
+if awk '{ exit !($1 > 1) }' /proc/loadavg; then
+	log "warning: the load average is $LOAD_BEFORE: other work on this machine will skew the figures"
+fi
+log "building inlet and noop"
+CGO_ENABLED=0 go build -o "$WORK/inlet" ./cmd/inlet
+CGO_ENABLED=0 go build -o "$WORK/noop" ./cmd/noop
+log "starting Kafka on core 1"
+BROKERS="$(taskset -c 1 scripts/kafka.sh start | tail -n 1)"
+KAFKA_PID="$(cat "$KAFKA_DIR/kafka.pid")"
+
+# start_server NAME PORT CMD...: runs CMD on core 0 with GOMAXPROCS=1 and
+# waits until it answers.
+start_server() {
+	local name="$1" port="$2"
+	shift 2
+	taskset -c 0 env GOMAXPROCS=1 "$@" >"$OUT/$name.log" 2>&1 &
+	SERVER_PID=$!
+	for _ in $(seq 1 150); do
+		curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && return 0
+		kill -0 "$SERVER_PID" 2>/dev/null || die "$name exited at start; see $OUT/$name.log"
+		sleep 0.2
+	done
+	die "$name did not answer on port $port within 30 s; see $OUT/$name.log"
+}
+
+stop_server() {
+	kill -TERM "$SERVER_PID"
+	wait "$SERVER_PID" || log "server exited non-zero; see its log"
+	SERVER_PID=
+}
+
+# load NAME ARGS...: inlet bench http on core 1, reports as $OUT/NAME.{txt,json,html,hgrm}.
+load() {
+	local name="$1" before
+	shift
+	snapshot
+	before="$SNAP"
+	taskset -c 1 "$WORK/inlet" bench http --events "$EVENTS" --event-bytes "$EVENT_BYTES" \
+		--json "$OUT/$name.json" --html "$OUT/$name.html" --hdr "$OUT/$name.hgrm" "$@" \
+		>"$OUT/$name.txt" 2>>"$OUT/load.log" || log "$name: the load generator failed; see $OUT/$name.txt"
+	snapshot
+	OTHER[$name]="$(other_cpu "$before" "$SNAP")"
+	[ -s "$OUT/$name.json" ] || die "$name: no report"
+	sed 's/^/    /' "$OUT/$name.txt" >&2
+	log "$name: other work on the machine took ${OTHER[$name]}% of a core meanwhile"
+}
+
+# cpu_ticks: the CPU time the server used so far (user and system), in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$SERVER_PID/stat"; }
+
+# The machine is shared: each run measures the CPU that other work took
+# meanwhile, all CPU time (/proc/stat) less that of the server, Kafka and
+# the load generator, and reports it.
+HZ="$(getconf CLK_TCK)"
+pid_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# snapshot: the CPU counters now, in SNAP: all busy time (ticks), the
+# server's and Kafka's (ticks), this script's finished children's (s), the time.
+snapshot() {
+	times >"$WORK/times" # in this shell: a subshell has no children of ours
+	SNAP="$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat) $(pid_ticks "${SERVER_PID:-0}") $(pid_ticks "$KAFKA_PID")"
+	SNAP+=" $(awk 'function s(t) { split(t, a, "m"); return a[1] * 60 + a[2] } NR == 2 { print s($1) + s($2) }' "$WORK/times") $(date +%s.%N)"
+}
+# other_cpu BEFORE AFTER: the CPU other work took between two snapshots, in % of a core.
+other_cpu() {
+	awk -v hz="$HZ" -v a="$1" -v b="$2" 'BEGIN { split(a, x); split(b, y)
+		o = ((y[1] - x[1]) - (y[2] - x[2]) - (y[3] - x[3])) / hz - (y[4] - x[4])
+		printf "%.0f", (o > 0 ? o : 0) / (y[5] - x[5]) * 100 }'
+}
+
+# j FILE FILTER: a figure of a JSON report.
+j() { jq -r "$2" "$1"; }
+# failed FILE: answers that were not 2xx, client errors and dropped requests.
+failed() { jq -r '([.status | to_entries[] | select(.key | startswith("2") | not) | .value] | add // 0) + ([.errors[]?.count] | add // 0)' "$1"; }
+ms() { awk -v v="$1" 'BEGIN { if (v < 10) printf "%.2f ms", v; else if (v < 100) printf "%.1f ms", v; else printf "%.0f ms", v }'; }
+
+SERVERS="noop none kafka spool"
+declare -A RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER
+port=18580
+for s in $SERVERS; do
+	port=$((port + 1))
+	url="http://127.0.0.1:$port/v1/batch"
+	if [ "$s" = noop ]; then
+		log "no-op server (core 0)"
+		start_server noop "$port" "$WORK/noop" --listen "127.0.0.1:$port"
+	else
+		log "inlet serve --ack $s (core 0)"
+		start_server "inlet-$s" "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+			--ack "$s" --topic "bench-$s" --data-dir "$WORK/data-$s" --log-level warn
+	fi
+	log "$s: closed loop, $CONNS connections, $DURATION after $WARMUP warmup"
+	cpu0="$(cpu_ticks)" t0="$(date +%s.%N)"
+	load "$s-closed" --target "$url" --concurrency "$CONNS" --warmup "$WARMUP" --duration "$DURATION"
+	CPU[$s]="$(awk -v a="$cpu0" -v b="$(cpu_ticks)" -v t0="$t0" -v t1="$(date +%s.%N)" -v hz="$(getconf CLK_TCK)" \
+		'BEGIN { printf "%.0f%%", 100 * (b - a) / hz / (t1 - t0) }')"
+	RSS[$s]="$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SERVER_PID/status")"
+	RPS[$s]="$(j "$OUT/$s-closed.json" .requests_per_s)"
+	EPS[$s]="$(j "$OUT/$s-closed.json" .events_per_s)"
+	P50[$s]="$(j "$OUT/$s-closed.json" .latency.p50_ms)"
+	P99[$s]="$(j "$OUT/$s-closed.json" .latency.p99_ms)"
+	HALF[$s]="$(awk -v r="${RPS[$s]}" 'BEGIN { printf "%d", r / 2 }')"
+	log "$s: open loop at ${HALF[$s]} req/s (half its closed-loop rate)"
+	load "$s-open-half" --target "$url" --rate "${HALF[$s]}" --connections "$CONNS" --warmup "$WARMUP" --duration "$OPEN_DURATION"
+	HP50[$s]="$(j "$OUT/$s-open-half.json" .latency.p50_ms)"
+	HP99[$s]="$(j "$OUT/$s-open-half.json" .latency.p99_ms)"
+	log "$s: open loop at $FIXED_RATE req/s"
+	load "$s-open-fixed" --target "$url" --rate "$FIXED_RATE" --connections "$CONNS" --warmup "$WARMUP" --duration "$OPEN_DURATION"
+	FP50[$s]="$(j "$OUT/$s-open-fixed.json" .latency.p50_ms)"
+	FP99[$s]="$(j "$OUT/$s-open-fixed.json" .latency.p99_ms)"
+	FAILED[$s]=$(($(failed "$OUT/$s-closed.json") + $(failed "$OUT/$s-open-half.json") + $(failed "$OUT/$s-open-fixed.json")))
+	stop_server
+done
+
+# Where the time goes: a CPU profile of --ack kafka under the closed loop.
+port=$((port + 1))
+log "profile: inlet serve --ack kafka --pprof, ${PROFILE_SECONDS}s of CPU profile under the closed loop"
+start_server inlet-kafka-pprof "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+	--ack kafka --topic bench-kafka --data-dir "$WORK/data-pprof" --log-level warn --pprof
+snapshot
+before="$SNAP"
+warm_s="$(awk -v w="$WARMUP" 'BEGIN { sub(/s$/, "", w); print w + 0 }')"
+taskset -c 1 "$WORK/inlet" bench http --target "http://127.0.0.1:$port/v1/batch" --events "$EVENTS" --event-bytes "$EVENT_BYTES" \
+	--concurrency "$CONNS" --warmup "$WARMUP" --duration "$((PROFILE_SECONDS + 4))s" >"$OUT/kafka-pprof-load.txt" 2>>"$OUT/load.log" &
+LOAD_PID=$!
+sleep "$(awk -v w="$warm_s" 'BEGIN { print w + 1 }')"
+taskset -c 1 curl -sf -o "$OUT/cpu-kafka.pprof" "http://127.0.0.1:$port/debug/pprof/profile?seconds=$PROFILE_SECONDS"
+wait "$LOAD_PID" || true
+snapshot
+OTHER[profile]="$(other_cpu "$before" "$SNAP")"
+stop_server
+cp "$WORK/inlet" "$OUT/inlet" # the binary the profile is of
+LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
+
+# The report.
+cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
+{
+	echo "**Machine**: $(nproc --all) vCPU $cpu, $mem, Linux $(uname -r), $(go version | awk '{print $3}'), Apache Kafka ${KAFKA_VERSION:-4.4.0} (single-node KRaft, \`scripts/kafka.sh\`, on core 1). $(date -u +%Y-%m-%d), load average $LOAD_BEFORE before the run, $LOAD_AFTER after."
+	echo
+	echo '```sh'
+	echo "make bench    # scripts/bench.sh: DURATION=$DURATION WARMUP=$WARMUP OPEN_DURATION=$OPEN_DURATION CONNS=$CONNS EVENTS=$EVENTS EVENT_BYTES=$EVENT_BYTES FIXED_RATE=$FIXED_RATE"
+	echo '```'
+	echo
+	echo "Each server on core 0 with \`GOMAXPROCS=1\`; Kafka and the load generator (\`inlet bench http\`, $EVENTS events of about $EVENT_BYTES bytes per request, unique ids) on core 1. Closed loop: $CONNS connections, $DURATION after $WARMUP warmup. Open loop: latency from each request's intended send time, at half the server's closed-loop rate and at $FIXED_RATE req/s, $OPEN_DURATION after $WARMUP warmup, at most $CONNS connections. Server CPU: the server's CPU time over the closed loop (warmup included) per second: 100% is core 0 saturated. Peak RSS: \`VmHWM\` after the closed loop."
+	echo
+	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | other work |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	for s in $SERVERS; do
+		name="inlet --ack $s"
+		[ "$s" = noop ] && name="no-op net/http"
+		other="${OTHER[$s-closed]}% ${OTHER[$s-open-half]}% ${OTHER[$s-open-fixed]}%"
+		printf '| %s | %.0f | %.0f | %.2fx | %s | %s | %s | %s | %s | %s | %s | %s | %s MB | %s | %s |\n' "$name" "${RPS[$s]}" "${EPS[$s]}" \
+			"$(awk -v a="${RPS[$s]}" -v b="${RPS[noop]}" 'BEGIN { print a / b }')" \
+			"$(ms "${P50[$s]}")" "$(ms "${P99[$s]}")" "${CPU[$s]}" "${HALF[$s]}" "$(ms "${HP50[$s]}")" "$(ms "${HP99[$s]}")" \
+			"$(ms "${FP50[$s]}")" "$(ms "${FP99[$s]}")" "${RSS[$s]}" "${FAILED[$s]}" "$other"
+	done
+	echo
+	echo "\"failed\": answers other than 2xx, client errors and requests the generator dropped, over the three runs. \"other work\": CPU that other processes on this shared machine took during each of the three runs (closed, open at ½ max, open at $FIXED_RATE), in % of a core (all CPU time less the server's, Kafka's and the load generator's); a run with much of it is disturbed."
+	echo
+	echo "Goals (issue 4) for \`--ack kafka\`:"
+	awk -v r="${RPS[kafka]}" -v n="${RPS[noop]}" 'BEGIN { x = r / n; printf "- req/s at least 0.6x the no-op server'"'"'s: %.2fx, %s\n", x, (x >= 0.6 ? "met" : "missed") }'
+	awk -v m="${RSS[kafka]}" 'BEGIN { printf "- peak RSS at most 50 MB: %d MB, %s\n", m, (m <= 50 ? "met" : "missed") }'
+	awk -v p="${HP99[kafka]}" 'BEGIN { printf "- open loop at half the maximum rate, p99 at most 10 ms: %.2f ms, %s\n", p, (p <= 10 ? "met" : "missed") }'
+	echo
+	echo "CPU profile of \`inlet serve --ack kafka --pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(awk '/throughput/ {printf "%.0f req/s", $2; exit}' "$OUT/kafka-pprof-load.txt"); other work ${OTHER[profile]}% of a core):"
+	echo
+	echo '```'
+	go tool pprof -top -nodecount=15 "$OUT/cpu-kafka.pprof" 2>/dev/null | sed -n '/^Showing\|^      flat/,$p'
+	echo
+	go tool pprof -top -cum -nodecount=15 "$OUT/cpu-kafka.pprof" 2>/dev/null | sed -n '/^      flat/,$p'
+	echo '```'
+	echo
+	echo "Reports (JSON, HTML, .hgrm, the profile and the binary it is of): $OUT"
+} | tee "$OUT/summary.md"
