@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/kafka"
 )
 
 // KafkaConfig is a Kafka producer target: one request is one record,
@@ -76,24 +78,8 @@ func (c KafkaConfig) Validate() error {
 	case c.InFlight <= 0:
 		return errors.New("bench: records in flight must be positive")
 	}
-	_, err := compressionCodec(c.Compression)
+	_, err := kafka.Codec(c.Compression)
 	return err
-}
-
-func compressionCodec(name string) (kgo.CompressionCodec, error) {
-	switch name {
-	case "none", "":
-		return kgo.NoCompression(), nil
-	case "gzip":
-		return kgo.GzipCompression(), nil
-	case "snappy":
-		return kgo.SnappyCompression(), nil
-	case "lz4":
-		return kgo.Lz4Compression(), nil
-	case "zstd":
-		return kgo.ZstdCompression(), nil
-	}
-	return kgo.NoCompression(), fmt.Errorf("bench: compression %q: want none, gzip, snappy, lz4 or zstd", name)
 }
 
 // Kafka is a Kafka producer target. Its Do is a Target. With E2E it also
@@ -130,7 +116,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cc, _ := compressionCodec(cfg.Compression)
+	cc, _ := kafka.Codec(cfg.Compression)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),

@@ -101,6 +101,9 @@ func (m *Metrics) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
 	}
 }
 
+// Logger adapts log to kgo.Logger for the franz-go clients of every package.
+func Logger(log *slog.Logger) kgo.Logger { return kgoLogger{log} }
+
 // kgoLogger adapts slog to kgo.Logger, keeping kgo's chatter at debug and
 // its warnings and errors at their level.
 type kgoLogger struct{ l *slog.Logger }

@@ -55,7 +55,7 @@ func (c Config) Validate() error {
 	if len(c.Brokers) == 0 {
 		return errors.New("kafka: no brokers")
 	}
-	if _, err := codec(c.Compression); err != nil {
+	if _, err := Codec(c.Compression); err != nil {
 		return err
 	}
 	if c.MaxBufferedBytes <= 0 || c.MaxBufferedRecords <= 0 {
@@ -67,7 +67,9 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func codec(name string) (kgo.CompressionCodec, error) {
+// Codec returns the batch compression codec named none, gzip, snappy, lz4
+// or zstd.
+func Codec(name string) (kgo.CompressionCodec, error) {
 	switch strings.ToLower(name) {
 	case "none", "":
 		return kgo.NoCompression(), nil
@@ -103,7 +105,7 @@ func NewProducer(cfg Config, log *slog.Logger, metrics *Metrics) (*Producer, err
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cc, _ := codec(cfg.Compression)
+	cc, _ := Codec(cfg.Compression)
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -118,7 +120,7 @@ func NewProducer(cfg Config, log *slog.Logger, metrics *Metrics) (*Producer, err
 		kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes),
 		kgo.AllowAutoTopicCreation(),
 		kgo.WithHooks(metrics),
-		kgo.WithLogger(kgoLogger{log}),
+		kgo.WithLogger(Logger(log)),
 	}
 	if cfg.DeliveryTimeout > 0 {
 		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout))

@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/reply"
 )
 
@@ -164,7 +165,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		kgo.AllowAutoTopicCreation(),
 		kgo.ProducerLinger(max(cfg.ReplyLinger, 0)),
 		kgo.RecordDeliveryTimeout(replyDeliveryTimeout),
-		kgo.WithLogger(kgoLogger{cfg.Log}),
+		kgo.WithLogger(kafka.Logger(cfg.Log)),
 	)
 	if err != nil {
 		return fmt.Errorf("creating kafka client: %w", err)
@@ -390,28 +391,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// kgoLogger adapts slog to kgo.Logger: kgo's chatter at debug, its warnings
-// and errors at their level.
-type kgoLogger struct{ l *slog.Logger }
-
-func (k kgoLogger) Level() kgo.LogLevel {
-	if k.l.Enabled(context.Background(), slog.LevelDebug) {
-		return kgo.LogLevelDebug
-	}
-	return kgo.LogLevelWarn
-}
-
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	l := slog.LevelDebug
-	switch level {
-	case kgo.LogLevelError:
-		l = slog.LevelError
-	case kgo.LogLevelWarn:
-		l = slog.LevelWarn
-	case kgo.LogLevelInfo:
-		l = slog.LevelInfo
-	}
-	k.l.Log(context.Background(), l, "kafka: "+msg, keyvals...)
 }
