@@ -51,7 +51,7 @@ func TestBrokerUnreachable(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig([]string{freeAddr(t)}, "events")
 	cfg.Ack = AckKafka
-	cfg.Ingest.WriteTimeout = 300 * time.Millisecond
+	cfg.Ingest.WriteTimeout = 2 * time.Second
 	cfg.Ingest.RetryAfter = 3 * time.Second
 	cfg.Kafka.MaxBufferedBytes = 4 << 10
 	cfg.ShutdownTimeout = time.Second // nothing can be flushed anyway
@@ -66,10 +66,10 @@ func TestBrokerUnreachable(t *testing.T) {
 	}
 	start := time.Now()
 	r := do(t, "POST", base+"/v1/batch", []byte(`[{"event":"a"}]`), "Content-Type", "application/json")
-	if r.status != 503 || r.header.Get("Retry-After") != "3" || !strings.Contains(string(r.body), "not acknowledged within 300ms") {
+	if r.status != 503 || r.header.Get("Retry-After") != "3" || !strings.Contains(string(r.body), "not acknowledged within 2s") {
 		t.Fatalf("answer %s (Retry-After %q), want 503 with Retry-After 3", r, r.header.Get("Retry-After"))
 	}
-	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+	if d := time.Since(start); d < 2*time.Second || d > 8*time.Second {
 		t.Errorf("503 after %v, want about the produce timeout", d)
 	}
 	// The first record stays buffered (it may still be delivered); fill the
@@ -77,8 +77,9 @@ func TestBrokerUnreachable(t *testing.T) {
 	big := `[{"event":"b","props":{"s":"` + strings.Repeat("x", 5000) + `"}}]`
 	start = time.Now()
 	r = do(t, "POST", base+"/v1/batch", []byte(big), "Content-Type", "application/json")
-	if r.status != 503 || !strings.Contains(string(r.body), "capacity") || time.Since(start) > 250*time.Millisecond {
-		t.Fatalf("full buffer: %s after %v, want an immediate 503", r, time.Since(start))
+	// At once: well before the 2 s produce timeout.
+	if r.status != 503 || !strings.Contains(string(r.body), "capacity") || time.Since(start) > time.Second {
+		t.Fatalf("full buffer: %s after %v, want a 503 at once, not at the produce timeout", r, time.Since(start))
 	}
 	m := do(t, "GET", base+"/metrics", nil)
 	for _, want := range []string{`inlet_sink_errors_total{kind="timeout"} 1`, `inlet_sink_errors_total{kind="full"} 1`,

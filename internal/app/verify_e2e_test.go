@@ -63,8 +63,10 @@ func TestVerify(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d, report %+v\n%s", code, rep, stderr)
 		}
-		if rep.Sent < 200 || rep.Sent > 400 || rep.Acknowledged != rep.Sent || rep.Delivered != rep.Sent || rep.Lost != 0 {
-			t.Errorf("report %+v, want about 400 sent, all acknowledged and delivered", rep)
+		// At most rate × duration; how many fewer depends on the machine's
+		// load (a loaded CI machine sent 196), which is not what this checks.
+		if rep.Sent == 0 || rep.Sent > 400 || rep.Acknowledged != rep.Sent || rep.Delivered != rep.Sent || rep.Lost != 0 {
+			t.Errorf("report %+v, want at most 400 sent, all acknowledged and delivered", rep)
 		}
 		if !strings.HasPrefix(rep.Run, "v") || rep.Run == "vtest-events" {
 			t.Errorf("run id %q: want a new one", rep.Run)

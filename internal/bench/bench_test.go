@@ -541,7 +541,9 @@ func TestBenchRunInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !rep.Interrupted || rep.Duration > 1 || rep.Requests < 30 || rep.Requests > 60 || rep.Dropped != 0 {
+	// Sent and dropped together are what was due; on a loaded machine a
+	// request may be dropped (counted), which is not what this checks.
+	if due := rep.Requests + rep.Dropped; !rep.Interrupted || rep.Duration > 1 || due < 30 || due > 60 {
 		t.Errorf("interrupted %v after %.3fs: %d sent, %d dropped", rep.Interrupted, rep.Duration, rep.Requests, rep.Dropped)
 	}
 }
