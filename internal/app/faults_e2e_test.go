@@ -195,11 +195,22 @@ func TestKill9UnderLoad(t *testing.T) {
 	bin := buildInlet(t)
 	dataDir := t.TempDir()
 	addr := freeAddr(t)
+	var allLogs syncBuffer // every run's logs, shown if the test fails
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("inlet's logs, all runs:\n%s", allLogs.String())
+		}
+	})
 	start := func() (*exec.Cmd, *bytes.Buffer) {
-		cmd := exec.Command(bin, "serve", "--listen", addr, "--topic", topic, "--data-dir", dataDir, "--ack", "spool")
+		// Uncompressed: the checker reads ~100k records back, and decoding
+		// lz4 batches in a race-instrumented test binary is so slow that
+		// the read saw nothing for 40 s (the records were all there).
+		cmd := exec.Command(bin, "serve", "--listen", addr, "--topic", topic, "--data-dir", dataDir, "--ack", "spool",
+			"--compression", "none")
 		cmd.Env = append(os.Environ(), "INLET_BROKERS="+strings.Join(brokers, ","))
 		var logs bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &logs, &logs
+		fmt.Fprintf(&allLogs, "--- run at %s\n", time.Now().Format(time.TimeOnly))
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&logs, &allLogs), io.MultiWriter(&logs, &allLogs)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -259,6 +270,7 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 	topic := uniqueTopic(t)
 	cfg := testConfig(ctl.brokers, topic)
 	cfg.DataDir = t.TempDir()
+	cfg.Kafka.Compression = "none" // see TestKill9UnderLoad: the checker reads it all back
 	g := startGateway(t, cfg)
 	base := "http://" + g.Addr()
 	waitFor(t, 10*time.Second, "ready", func() bool { return do(t, "GET", base+"/readyz", nil).status == 200 })
