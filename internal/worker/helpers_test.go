@@ -110,9 +110,8 @@ func startWorker(tb testing.TB, h Handler, edit func(*Config)) *harness {
 	return hs
 }
 
-// waitReady sends warm-up requests until one is answered: a new group
-// starts at the end of the topic, so requests sent before the worker got
-// its partitions are never seen.
+// waitReady sends warm-up requests until one is answered: the worker's
+// group takes a moment to be assigned the topic's partitions.
 func (hs *harness) waitReady() {
 	hs.tb.Helper()
 	deadline := time.Now().Add(20 * time.Second)
