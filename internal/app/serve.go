@@ -277,14 +277,6 @@ func StartGateway(cfg ServeConfig, log *slog.Logger) (g *Gateway, err error) {
 // Addr is the address the HTTP server listens on.
 func (g *Gateway) Addr() string { return g.ln.Addr().String() }
 
-// Brokers are the seed brokers the gateway produces to.
-func (g *Gateway) Brokers() []string {
-	if g.broker != nil {
-		return []string{g.broker.Addr()}
-	}
-	return g.cfg.Brokers
-}
-
 // Done is closed when the HTTP server stops; it carries the error that stopped it, if any.
 func (g *Gateway) Done() <-chan error { return g.served }
 
