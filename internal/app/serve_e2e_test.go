@@ -178,8 +178,8 @@ func TestMetricsAndReady(t *testing.T) {
 		"inlet_forwarder_records_total 3",
 		`inlet_forwarder_state{state="idle"} 1`,
 		"inlet_spool_oldest_unforwarded_seconds 0",
-		"inlet_produce_latency_seconds_count 1",
-		"inlet_producer_buffered_bytes 0",
+		`inlet_produce_latency_seconds_count{producer="events"} 1`,
+		`inlet_producer_buffered_bytes{producer="events"} 0`,
 		"inlet_kafka_broker_errors_total",
 		"go_goroutines",
 	} {

@@ -74,6 +74,7 @@ func ParseWorker(args []string, env Env) (WorkerConfig, error) {
 	fs.StringVar(&w.Group, "group", "", "consumer group; a new one starts at the end of the topic (default inlet-worker.<service>)")
 	fs.IntVar(&w.Concurrency, "concurrency", w.Concurrency, "requests handled at once at most; when all are busy, fetching waits")
 	fs.DurationVar(&w.ReplyLinger, "reply-linger", worker.DefaultReplyLinger, "how long Kafka replies wait to share a produce request (fewer requests for the broker)")
+	fs.StringVar(&w.ReplyCompression, "reply-compression", "none", "batch compression of replies to Kafka: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&w.RedisAddr, "redis", "", "Redis `host:port` for replies addressed redis:<channel>")
 	fs.DurationVar(&w.StopTimeout, "stop-timeout", w.StopTimeout, "on SIGINT/SIGTERM, how long requests in flight may take to finish")
 	fs.BoolVar(&cfg.Echo, "echo", false, "answer each request with its own body and content type")

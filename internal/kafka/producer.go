@@ -35,6 +35,11 @@ type Config struct {
 	// fails (kgo.RecordDeliveryTimeout); 0 means retry until the context
 	// of the request is done.
 	DeliveryTimeout time.Duration
+	// Sticky sends records to one partition of a topic at a time, whatever
+	// their key, switching when a batch goes out (kgo.StickyPartitioner):
+	// fewer and fuller batches, so fewer requests for the broker. For
+	// records whose partition does not matter (request-reply requests).
+	Sticky bool
 }
 
 // DefaultConfig returns the documented defaults.
@@ -125,6 +130,9 @@ func NewProducer(cfg Config, log *slog.Logger, metrics *Metrics) (*Producer, err
 	if cfg.DeliveryTimeout > 0 {
 		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout))
 	}
+	if cfg.Sticky {
+		opts = append(opts, kgo.RecordPartitioner(kgo.StickyPartitioner()))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
@@ -214,6 +222,27 @@ func (p *Producer) Produce(recs []event.Record) (*Delivery, error) {
 	return d, nil
 }
 
+// ProduceFunc enqueues rec and returns at once, failing with ErrFull when
+// the buffer cannot take it. done is then called once, from a client
+// goroutine, with nil once Kafka acknowledged rec, or with the failure; it
+// must not block. Unlike Produce, it allocates no Delivery, for callers
+// that hold many records in flight.
+func (p *Producer) ProduceFunc(rec *event.Record, done func(error)) error {
+	if !p.fits(rec.Size(), 1) {
+		return ErrFull
+	}
+	start := time.Now()
+	p.cl.TryProduce(context.Background(), toKgo(rec), func(_ *kgo.Record, err error) {
+		if err != nil {
+			done(classify(err))
+			return
+		}
+		p.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
+		done(nil)
+	})
+	return nil
+}
+
 // Done is closed once every record of d was acknowledged or failed; Err
 // then says which.
 func (d *Delivery) Done() <-chan struct{} { return d.done }
@@ -277,9 +306,14 @@ func (p *Producer) room(recs []event.Record) bool {
 	for i := range recs {
 		n += recs[i].Size()
 	}
+	return p.fits(n, len(recs))
+}
+
+// fits is room for records records of bytes bytes in all.
+func (p *Producer) fits(bytes, records int) bool {
 	limit := int64(p.cfg.MaxBufferedBytes) * 9 / 10
-	return p.cl.BufferedProduceBytes()+int64(n) <= limit &&
-		p.cl.BufferedProduceRecords()+int64(len(recs)) <= int64(p.cfg.MaxBufferedRecords)*9/10
+	return p.cl.BufferedProduceBytes()+int64(bytes) <= limit &&
+		p.cl.BufferedProduceRecords()+int64(records) <= int64(p.cfg.MaxBufferedRecords)*9/10
 }
 
 func classify(err error) error {

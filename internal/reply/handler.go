@@ -15,17 +15,20 @@ import (
 	"github.com/inlet-dev/inlet/internal/event"
 )
 
-// Producer hands a request record to Kafka and returns at once.
+// Producer hands request records to Kafka.
 type Producer interface {
-	Produce(recs []event.Record) (Pending, error)
+	// Produce enqueues rec and returns at once, with an error when it
+	// cannot (the buffer is full, say). done is then called once, from a
+	// producer goroutine, with nil once Kafka acknowledged rec, or with
+	// the failure; it must not block.
+	Produce(rec *event.Record, done func(error)) error
 }
 
-// Pending is a produce on its way: Done is closed once Kafka acknowledged
-// or refused it, and Err then says which.
-type Pending interface {
-	Done() <-chan struct{}
-	Err() error
-}
+// ProducerFunc is a function that is a Producer.
+type ProducerFunc func(rec *event.Record, done func(error)) error
+
+// Produce implements Producer.
+func (f ProducerFunc) Produce(rec *event.Record, done func(error)) error { return f(rec, done) }
 
 // Config configures the request-reply endpoint.
 type Config struct {
@@ -74,22 +77,71 @@ type Handler struct {
 	log       *slog.Logger
 	any       bool
 	services  map[string]bool
+
+	// The requests to produce, handed from the HTTP handlers to sender:
+	// the producer's code path is deep, and run on a handler's goroutine
+	// it grew the goroutine's stack, which the call then holds while it
+	// waits (8 KiB per call in flight instead of 4; see BENCHMARKS.md).
+	sendq   chan *outgoing
+	stop    chan struct{}
+	stopped chan struct{}
+}
+
+// sendQueue bounds the requests waiting for the sender goroutine; past
+// it, calls are answered 503. It only fills if that goroutine gets no CPU.
+const sendQueue = 8192
+
+// outgoing is a request record on its way to the producer.
+type outgoing struct {
+	id  string
+	rec event.Record
 }
 
 // NewHandler returns the endpoint, producing with p and receiving replies
-// through t into r.
+// through t into r. Close stops it.
 func NewHandler(cfg Config, r *Router, t Transport, p Producer, log *slog.Logger) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, router: r, transport: t, producer: p, log: log, services: map[string]bool{}}
+	h := &Handler{cfg: cfg, router: r, transport: t, producer: p, log: log, services: map[string]bool{},
+		sendq: make(chan *outgoing, sendQueue), stop: make(chan struct{}), stopped: make(chan struct{})}
 	for _, s := range cfg.Services {
 		if s == "*" {
 			h.any = true
 		}
 		h.services[s] = true
 	}
+	go h.sender()
 	return h, nil
+}
+
+// Close stops the handler's sender goroutine. Call it once no request is
+// served any more (after the HTTP server's shutdown); requests still
+// queued then are not produced, and their callers get 504.
+func (h *Handler) Close() {
+	close(h.stop)
+	<-h.stopped
+}
+
+// sender hands queued requests to the producer until Close.
+func (h *Handler) sender() {
+	defer close(h.stopped)
+	for {
+		select {
+		case o := <-h.sendq:
+			id := o.id
+			done := func(err error) {
+				if err != nil {
+					h.router.Fail(id, err)
+				}
+			}
+			if err := h.producer.Produce(&o.rec, done); err != nil {
+				done(err)
+			}
+		case <-h.stop:
+			return
+		}
+	}
 }
 
 // Register adds the route to mux.
@@ -109,45 +161,80 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.router.metrics.Latency.Observe(time.Since(arrived).Seconds())
 }
 
+// serve answers one call. A call spends nearly all its life parked in
+// wait, for seconds, and its goroutine's stack is then the biggest part of
+// its memory: it holds every frame between the HTTP server and the select.
+// So the work before the wait (reading the body, building and producing
+// the record) is done in send, whose frames are gone by then, and serve
+// and wait keep small frames. With the record built in serve's own frame
+// (1.2 KiB), the parked stacks took 8 KiB each; see BENCHMARKS.md.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, arrived time.Time) int {
+	c, code := h.send(w, r, arrived)
+	if c == nil {
+		return code
+	}
+	defer h.router.Remove(c.id) // on every path: reply, timeout, client gone, error
+	return h.wait(w, r.Context().Done(), c)
+}
+
+// call is a request on its way to Kafka or there, waiting for its reply.
+type call struct {
+	id       string
+	service  string
+	timeout  time.Duration
+	deadline time.Time
+	replies  <-chan Reply
+}
+
+// send checks the request, registers its waiter and hands the request
+// record to the producer. It returns the call, or nil and the status it
+// answered. On a nil call, nothing is left registered.
+//
+//go:noinline (its frame must not stay on the stack of the waiting call)
+func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time) (*call, int) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return h.fail(w, http.StatusMethodNotAllowed, "method %s is not allowed on %s; use POST", r.Method, r.URL.Path)
+		return nil, h.fail(w, http.StatusMethodNotAllowed, "method %s is not allowed on %s; use POST", r.Method, r.URL.Path)
 	}
 	service := r.PathValue("service")
 	if !serviceName.MatchString(service) {
-		return h.fail(w, http.StatusBadRequest, "service %q: letters, digits, '.', '_' and '-' only", service)
+		return nil, h.fail(w, http.StatusBadRequest, "service %q: letters, digits, '.', '_' and '-' only", service)
 	}
 	if !h.any && !h.services[service] {
-		return h.fail(w, http.StatusNotFound, "service %q is not enabled on this gateway (see --rpc-services)", service)
+		return nil, h.fail(w, http.StatusNotFound, "service %q is not enabled on this gateway (see --rpc-services)", service)
 	}
 	timeout := h.cfg.Timeout
 	if v := r.Header.Get("Inlet-Timeout"); v != "" {
 		d, err := parseTimeout(v)
 		if err != nil {
-			return h.fail(w, http.StatusBadRequest, "Inlet-Timeout %q: %v", v, err)
+			return nil, h.fail(w, http.StatusBadRequest, "Inlet-Timeout %q: %v", v, err)
 		}
 		timeout = min(d, h.cfg.MaxTimeout)
 	}
 	// One deadline for everything, counted from the request's arrival.
 	deadline := arrived.Add(timeout)
 	if err := h.transport.Healthy(); err != nil {
-		return h.busy(w, "replies cannot arrive now: %v", err)
+		return nil, h.busy(w, "replies cannot arrive now: %v", err)
 	}
 	id := event.NewID()
 	replies, err := h.router.Add(id)
 	if err != nil {
-		return h.busy(w, "%d requests are waiting for replies, the limit; retry later", h.cfg.MaxInFlight)
+		return nil, h.busy(w, "%d requests are waiting for replies, the limit; retry later", h.cfg.MaxInFlight)
 	}
-	defer h.router.Remove(id) // on every path: reply, timeout, client gone, error
+	sent := false
+	defer func() {
+		if !sent {
+			h.router.Remove(id)
+		}
+	}()
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return h.fail(w, http.StatusRequestEntityTooLarge, "body exceeds %d bytes, the limit", mbe.Limit)
+			return nil, h.fail(w, http.StatusRequestEntityTooLarge, "body exceeds %d bytes, the limit", mbe.Limit)
 		}
-		return h.fail(w, http.StatusBadRequest, "reading body: %v", err)
+		return nil, h.fail(w, http.StatusBadRequest, "reading body: %v", err)
 	}
 	rec := event.Record{
 		Topic:   h.cfg.TopicPrefix + service,
@@ -172,29 +259,32 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, arrived time.Tim
 			rec.Headers = append(rec.Headers, event.Header{Key: HTTPHeaderPrefix + strings.ToLower(k), Value: []byte(strings.Join(vs, ", "))})
 		}
 	}
-	// Produce without waiting for Kafka's acknowledgement: the reply may
-	// well come first. A refused produce ends the wait below.
-	pending, err := h.producer.Produce([]event.Record{rec})
-	if err != nil {
-		return h.busy(w, "request not sent to kafka: %v", err)
+	// Produced without waiting for Kafka's acknowledgement (the reply may
+	// well come first); a refused produce ends the wait.
+	select {
+	case h.sendq <- &outgoing{id: id, rec: rec}:
+	default:
+		return nil, h.busy(w, "%d requests are waiting to be sent to kafka, the limit; retry later", sendQueue)
 	}
-	produced := pending.Done()
-	timer := time.NewTimer(time.Until(deadline))
+	sent = true
+	return &call{id: id, service: service, timeout: timeout, deadline: deadline, replies: replies}, 0
+}
+
+// wait answers c with its reply, or its failure: the produce refused, the
+// deadline passed, or the caller gone (gone is closed then).
+func (h *Handler) wait(w http.ResponseWriter, gone <-chan struct{}, c *call) int {
+	timer := time.NewTimer(time.Until(c.deadline))
 	defer timer.Stop()
-	for {
-		select {
-		case rep := <-replies:
-			return h.answer(w, rep)
-		case <-produced:
-			if err := pending.Err(); err != nil {
-				return h.busy(w, "request not sent to kafka: %v", err)
-			}
-			produced = nil // sent; keep waiting for the reply
-		case <-timer.C:
-			return h.fail(w, http.StatusGatewayTimeout, "no reply from service %q within %v", service, timeout)
-		case <-r.Context().Done():
-			return 499 // the client went away; nobody to answer
+	select {
+	case rep := <-c.replies:
+		if rep.unsent != nil {
+			return h.busy(w, "request not sent to kafka: %v", rep.unsent)
 		}
+		return h.answer(w, rep)
+	case <-timer.C:
+		return h.fail(w, http.StatusGatewayTimeout, "no reply from service %q within %v", c.service, c.timeout)
+	case <-gone:
+		return 499 // the client went away; nobody to answer
 	}
 }
 

@@ -73,6 +73,20 @@ func (r *Router) Deliver(rep Reply) bool {
 	return true
 }
 
+// Fail ends the wait of id's caller with err: its request could not be
+// sent. It does nothing when nobody waits for id any more.
+func (r *Router) Fail(id string, err error) {
+	r.mu.Lock()
+	ch, ok := r.waiters[id]
+	if ok {
+		delete(r.waiters, id)
+	}
+	r.mu.Unlock()
+	if ok {
+		ch <- Reply{ID: id, unsent: err}
+	}
+}
+
 // InFlight is the number of requests waiting now.
 func (r *Router) InFlight() int {
 	r.mu.Lock()

@@ -87,6 +87,8 @@ type Reply struct {
 	ContentType string
 	Err         string // non-empty: the worker failed (the caller gets 502)
 	Body        []byte
+
+	unsent error // set by Router.Fail: the request never reached Kafka
 }
 
 // Marshal encodes r for Redis pub/sub:
