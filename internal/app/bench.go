@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -54,6 +55,9 @@ type BenchHTTPConfig struct {
 	BodyFile string
 	// Report files: JSON ("-" for stdout), HdrHistogram percentiles, HTML.
 	JSON, Hgrm, HTML string
+	// CPUProfile, if set, receives the generator's own CPU profile: a
+	// load generator should know what it costs.
+	CPUProfile string
 	// Command is the command line, for the reports.
 	Command string
 }
@@ -130,6 +134,7 @@ func parseBench(sub string, args []string, env Env, h0 bench.HTTPConfig, extra f
 	fs.StringVar(&cfg.JSON, "json", "", "write the report as JSON to `FILE` (- for stdout; the summary then goes to stderr)")
 	fs.StringVar(&cfg.Hgrm, "hdr", "", "write the latency percentile distribution to `FILE` (HdrHistogram .hgrm text, ms)")
 	fs.StringVar(&cfg.HTML, "html", "", "write a self-contained HTML page with charts to `FILE`")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write the load generator's own CPU profile to `FILE` (go tool pprof)")
 	if err := parseFlags(fs, args, env); err != nil {
 		return cfg, err
 	}
@@ -210,7 +215,12 @@ func runBenchHTTP(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer files.close()
+	stop, err := startCPUProfile(cfg.CPUProfile)
+	if err != nil {
+		return err
+	}
 	rep, err := BenchHTTP(ctx, cfg, env.Stderr)
+	stop()
 	if err != nil {
 		return err
 	}
@@ -386,7 +396,12 @@ func runBenchRPC(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 	}
+	stop, err := startCPUProfile(cfg.CPUProfile)
+	if err != nil {
+		return err
+	}
 	rep, err := BenchHTTP(ctx, cfg.BenchHTTPConfig, env.Stderr)
+	stop()
 	if sampler != nil {
 		stats := sampler.Stop()
 		if rep != nil {
@@ -397,4 +412,24 @@ func runBenchRPC(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	return writeBenchReports(rep, cfg.BenchHTTPConfig, files, env)
+}
+
+// startCPUProfile profiles this process's CPU into path until stop is
+// called; with an empty path it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
