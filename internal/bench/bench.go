@@ -42,6 +42,27 @@ type Result struct {
 // return soon after ctx ends (ctx carries the per-request timeout).
 type Target func(ctx context.Context) Result
 
+// AsyncTarget starts one request and returns at once, without waiting for
+// the answer: with thousands of requests in flight, a goroutine blocked in a
+// Target per request costs the generator more memory and GC than the
+// requests themselves (see RunAsync). done is called exactly once with the
+// outcome, from any goroutine and possibly before AsyncTarget returns; it
+// must not block. The request must end by deadline (a zero deadline is none)
+// and soon after ctx ends, with an error that Classify names. An
+// AsyncTarget must be safe for concurrent use.
+type AsyncTarget func(ctx context.Context, deadline time.Time, done func(Result))
+
+// Blocking makes a Target of an AsyncTarget: it starts the request with
+// ctx's deadline and waits for it.
+func Blocking(t AsyncTarget) Target {
+	return func(ctx context.Context) Result {
+		ch := make(chan Result, 1)
+		deadline, _ := ctx.Deadline()
+		t(ctx, deadline, func(r Result) { ch <- r })
+		return <-ch
+	}
+}
+
 // Config is a run of a Target.
 type Config struct {
 	// Rate is the open-loop rate in requests per second; 0 runs a closed loop.
@@ -134,6 +155,21 @@ type Progress struct {
 // was measured until then, with Report.Interrupted set; it returns an error
 // only for an invalid cfg.
 func Run(ctx context.Context, cfg Config, target Target) (*Report, error) {
+	return runTarget(ctx, cfg, target, nil)
+}
+
+// RunAsync is Run for an asynchronous target. Its open loop is one pacing
+// goroutine that starts each request at its intended time, if fewer than
+// cfg.Workers are in flight, and whose completions are recorded as they
+// come: no goroutine waits per request, so thousands in flight cost only
+// the target's own state. A closed loop runs cfg.Workers goroutines, each
+// waiting for its request (see Blocking).
+func RunAsync(ctx context.Context, cfg Config, target AsyncTarget) (*Report, error) {
+	return runTarget(ctx, cfg, Blocking(target), target)
+}
+
+// runTarget is Run; async, if set, is the open loop's target instead of target.
+func runTarget(ctx context.Context, cfg Config, target Target, async AsyncTarget) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -145,10 +181,15 @@ func Run(ctx context.Context, cfg Config, target Target) (*Report, error) {
 	}
 
 	var workers sync.WaitGroup
-	for range cfg.Workers {
-		if cfg.Open() {
+	switch {
+	case cfg.Open() && async != nil:
+		workers.Go(func() { a.openAsync(ctx, async) })
+	case cfg.Open():
+		for range cfg.Workers {
 			workers.Go(func() { a.open(ctx) })
-		} else {
+		}
+	default:
+		for range cfg.Workers {
 			workers.Go(func() { a.closed(ctx) })
 		}
 	}
@@ -206,6 +247,79 @@ func (a *attack) open(ctx context.Context) {
 			continue
 		}
 		a.send(ctx, intended, now)
+	}
+}
+
+// openAsync is the open loop of an asynchronous target: it starts each
+// request at its intended time and returns when the last one is done. A
+// request that finds cfg.Workers in flight waits for one to end, until
+// MaxLag after its intended time; then it is dropped, as in open.
+func (a *attack) openAsync(ctx context.Context, target AsyncTarget) {
+	sleep := newSleeper()
+	defer sleep.close()
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	defer wait.Stop()
+	slots := make(chan struct{}, a.cfg.Workers) // a token per request in flight
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for {
+		off := a.pacer.Offset(a.next.Add(1) - 1)
+		if off >= a.end {
+			return
+		}
+		intended := a.t0.Add(off)
+		if !sleep.until(ctx, intended) {
+			a.stopped()
+			return
+		}
+		if !a.acquire(ctx, slots, wait, intended.Add(a.cfg.MaxLag)) {
+			if ctx.Err() != nil {
+				a.stopped()
+				return
+			}
+			if off >= a.cfg.Warmup {
+				a.late.Add(1)
+			}
+			continue
+		}
+		started := time.Now()
+		inflight.Add(1)
+		target(ctx, started.Add(a.cfg.Timeout), func(res Result) {
+			done := time.Now()
+			<-slots
+			if res.Err != nil && ctx.Err() != nil {
+				// Cut short by the interrupt, not by the server: no figure.
+				a.rec.unfinished(intended)
+			} else {
+				a.rec.record(intended, started, done, res)
+			}
+			inflight.Done()
+		})
+	}
+}
+
+// acquire takes a slot in slots, waiting until by at most; it reports
+// false if none freed up by then, or if ctx ended.
+func (a *attack) acquire(ctx context.Context, slots chan struct{}, wait *time.Timer, by time.Time) bool {
+	d := time.Until(by)
+	if d < 0 {
+		return false // the generator itself is late: as in open, a drop
+	}
+	select {
+	case slots <- struct{}{}:
+		return true
+	default:
+	}
+	wait.Reset(d)
+	defer wait.Stop()
+	select {
+	case slots <- struct{}{}:
+		return true
+	case <-wait.C:
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }
 
