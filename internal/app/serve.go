@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -710,6 +711,15 @@ func ParseServe(args []string, env Env) (ServeConfig, *logConfig, error) {
 	return cfg, lc, nil
 }
 
+// serveGOGC is the garbage collector's target of inlet serve, unless GOGC
+// is set in the environment (as Prometheus sets 75). Most of what the
+// gateway holds under load is live, not garbage: calls waiting for their
+// replies, records waiting for Kafka. With Go's default of 100 the heap
+// grows to twice that (plus the goroutine stacks) before a collection;
+// with 50, to one and a half times. Measured with 16,000 calls in flight:
+// 21.9 → 17.6 KiB per call, for the same CPU (BENCHMARKS.md).
+const serveGOGC = 50
+
 func runServe(ctx context.Context, args []string, env Env) error {
 	cfg, lc, err := ParseServe(args, env)
 	if err != nil {
@@ -718,6 +728,9 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	log, err := lc.logger(env.Stderr)
 	if err != nil {
 		return err
+	}
+	if env.Getenv("GOGC") == "" {
+		debug.SetGCPercent(serveGOGC)
 	}
 	g, err := StartGateway(cfg, log)
 	if err != nil {
