@@ -2,12 +2,14 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -314,6 +316,9 @@ func TestRPCErrors(t *testing.T) {
 	cfg.RPC.TopicPrefix = prefix
 	cfg.RPC.MaxInFlight = 3
 	cfg.RPC.MaxBodyBytes = 1 << 10
+	// A request of 700 bytes or more is over the batch limit: Kafka's
+	// client refuses it after the call began to wait (503).
+	cfg.Kafka.BatchMaxBytes = 700
 	g := startGateway(t, cfg)
 	base := "http://" + g.Addr() + "/v1/rpc/"
 	startWorker(t, brokers, prefix+"fail", "fail", "--exec", "echo 'no such order' >&2; exit 3")
@@ -348,6 +353,7 @@ func TestRPCErrors(t *testing.T) {
 		{"too large", "POST", "slow", bytes.Repeat([]byte("x"), 2<<10), nil, 413, "exceeds 1024 bytes"},
 		{"wrong method", "GET", "slow", nil, nil, 405, "use POST"},
 		{"timeout", "POST", "slow", []byte("x"), []string{"Inlet-Timeout", "300ms"}, 504, "within 300ms"},
+		{"refused by kafka", "POST", "slow", bytes.Repeat([]byte("x"), 900), nil, 503, "not sent to kafka"},
 	}
 	for _, tc := range cases {
 		r := do(t, tc.method, base+tc.service, tc.body, tc.headers...)
@@ -379,4 +385,86 @@ func TestRPCErrors(t *testing.T) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}
+}
+
+// TestRPCStackPerWaitingCall: a call waiting for its reply holds a goroutine
+// of the HTTP/2 server, and that goroutine's stack is most of the call's
+// memory. It stays at 4 KiB: the deep work before the wait (producing)
+// runs elsewhere. When the producer ran on the handler's goroutine, each
+// waiting call held 8 KiB. The binary is built without -race, so stack
+// sizes are the real ones. Calls whose caller goes away end at once.
+func TestRPCStackPerWaitingCall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary; skipped with -short")
+	}
+	const calls = 2000
+	brokers := testBrokers(t)
+	bin := buildInlet(t)
+	addr := freeAddr(t)
+	cmd := exec.Command(bin, "serve", "--listen", addr, "--ack", "kafka", "--data-dir", t.TempDir(),
+		"--rpc-services", "hold", "--rpc-topic-prefix", "rpc."+uniqueTopic(t)+".", "--http2-max-streams", "5000")
+	cmd.Env = append(os.Environ(), "INLET_BROKERS="+strings.Join(brokers, ","))
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("inlet serve's log:\n%s", logs.String())
+		}
+	}()
+	base := "http://" + addr
+	waitReady(t, base)
+	metric := func(name string) float64 {
+		t.Helper()
+		for _, line := range strings.Split(string(do(t, "GET", base+"/metrics", nil).body), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatalf("metric %s: %v", line, err)
+				}
+				return f
+			}
+		}
+		t.Fatalf("no metric %s", name)
+		return 0
+	}
+	// First calls, answered 504 after a second: by then the topic exists
+	// and the producer knows its partitions, so the calls below take the
+	// producer's full path (the first ones only queue for metadata).
+	for range 2 {
+		if r := do(t, "POST", base+"/v1/rpc/hold", []byte("warm"), "Inlet-Timeout", "1s"); r.status != http.StatusGatewayTimeout {
+			t.Fatalf("a call nobody serves: %s, want 504", r)
+		}
+	}
+	idle := metric("go_memstats_stack_inuse_bytes")
+
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v1/rpc/hold", strings.NewReader("wait"))
+			req.Header.Set("Inlet-Timeout", "60s")
+			if resp, err := tr.RoundTrip(req); err == nil { // nobody answers: only the cancel ends it
+				resp.Body.Close()
+				t.Errorf("a call was answered %d; nobody serves it", resp.StatusCode)
+			}
+		})
+	}
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d calls waiting", calls), func() bool { return metric("inlet_rpc_in_flight") == calls })
+	per := (metric("go_memstats_stack_inuse_bytes") - idle) / calls
+	t.Logf("%.0f bytes of stack per waiting call", per)
+	if per > 6<<10 {
+		t.Errorf("%.0f bytes of stack per waiting call, want about 4 KiB", per)
+	}
+	cancel()
+	wg.Wait()
+	waitFor(t, 30*time.Second, "no call in flight after the callers left", func() bool { return metric("inlet_rpc_in_flight") == 0 })
 }
