@@ -123,7 +123,7 @@ func parseBench(sub string, args []string, env Env, h0 bench.HTTPConfig, extra f
 	fs.BoolVar(&h.Gzip, "gzip", false, "gzip request bodies (Content-Encoding: gzip)")
 	fs.Float64Var(&r.Rate, "rate", 0, "open loop: requests per second, latency from each request's intended send time (0: closed loop)")
 	fs.Float64Var(&r.StartRate, "rate-start", 0, "open loop: ramp linearly from this rate (held during --warmup) to --rate over --duration")
-	fs.StringVar(&h.Client, "client", h.Client, "HTTP client: h1 (lean HTTP/1.1: one core of it outruns one core of a Go server), net/http (Go's; HTTP/2 over TLS where offered) or h2c (Go's, HTTP/2 without TLS)")
+	fs.StringVar(&h.Client, "client", h.Client, "HTTP client: h1 (lean HTTP/1.1: one core of it outruns one core of a Go server), net/http (Go's; HTTP/2 over TLS where offered) or h2c (HTTP/2 without TLS: many requests in flight over --h2-conns connections, no goroutine per request)")
 	fs.IntVar(&h.Connections, "connections", h.Connections, "keep-alive connections at most (with h2c: requests in flight at most); in an open loop, also the requests in flight at most")
 	fs.IntVar(&h.H2Conns, "h2-conns", h.H2Conns, "with --client h2c: TCP connections the requests are multiplexed over")
 	concurrency := fs.Int("concurrency", 0, "closed loop: workers each sending back to back (default: --connections)")
@@ -252,7 +252,13 @@ func BenchHTTP(ctx context.Context, cfg BenchHTTPConfig, progress io.Writer) (*b
 	if live {
 		r.Progress = func(p bench.Progress) { fmt.Fprintf(progress, "\r\x1b[K%s", progressLine(p)) }
 	}
-	rep, err := bench.Run(ctx, r, target.Do)
+	var rep *bench.Report
+	if async := target.Async(); async != nil {
+		// No goroutine per request in flight (h2c): see bench.RunAsync.
+		rep, err = bench.RunAsync(ctx, r, async)
+	} else {
+		rep, err = bench.Run(ctx, r, target.Do)
+	}
 	if live {
 		fmt.Fprint(progress, "\r\x1b[K")
 	}

@@ -36,8 +36,8 @@ type HTTPConfig struct {
 	// Connections bounds the keep-alive connections to the target.
 	Connections int
 	// Client is the HTTP client: ClientH1 (the default), lean enough that
-	// one core of it outruns one core of a Go server, or ClientStd, Go's
-	// net/http (HTTP/2 where the server offers it over TLS).
+	// one core of it outruns one core of a Go server, ClientStd, Go's
+	// net/http (HTTP/2 where the server offers it over TLS), or ClientH2C.
 	Client string
 	// Run prefixes the event ids: <Run>-<n>. Empty: a random one.
 	Run string
@@ -56,8 +56,9 @@ func DefaultHTTPConfig() HTTPConfig {
 const (
 	ClientH1  = "h1"
 	ClientStd = "net/http"
-	// ClientH2C is Go's net/http speaking HTTP/2 without TLS (prior
-	// knowledge): many requests in flight over few connections.
+	// ClientH2C is a lean HTTP/2 client without TLS (prior knowledge):
+	// many requests in flight over H2Conns connections, asynchronous (see
+	// HTTP.Async), so that tens of thousands in flight cost little.
 	ClientH2C = "h2c"
 )
 
@@ -97,8 +98,8 @@ type HTTP struct {
 	host      string // Host header, if given
 	client    *http.Client
 	transport *http.Transport
-	h1        *h1Client // nil: net/http
-	h2c       *h2cPool  // with ClientH2C
+	h1        *h1Client  // with ClientH1
+	h2c       *h2cClient // with ClientH2C
 	pad       string
 	size      int    // of a generated body, about
 	static    []byte // the body of every request, if not generated
@@ -136,9 +137,13 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	if h.static = cfg.Body; cfg.Body != nil && cfg.Gzip {
 		h.static = h.gzip(cfg.Body)
 	}
-	if cfg.Client == ClientH1 || cfg.Client == "" {
-		u, _ := url.Parse(cfg.URL) // checked by Validate
+	u, _ := url.Parse(cfg.URL) // checked by Validate
+	switch cfg.Client {
+	case ClientH1, "":
 		h.h1 = newH1Client(u, cfg.Method, host, header, cfg.Connections)
+		return h, nil
+	case ClientH2C:
+		h.h2c = newH2CClient(u, cfg.Method, host, header, cfg.H2Conns)
 		return h, nil
 	}
 	h.transport = &http.Transport{
@@ -152,24 +157,10 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   true,
 	}
-	if cfg.Client == ClientH2C {
-		// A fixed pool: net/http's HTTP/2 pooling dials a new connection
-		// whenever streams run short (1,521 connections for 3,000
-		// requests in a burst, measured; MaxConnsPerHost did not hold).
-		u, _ := url.Parse(cfg.URL)
-		hostport := u.Host
-		if u.Port() == "" {
-			hostport = net.JoinHostPort(u.Hostname(), "80")
-		}
-		h.h2c = newH2CPool(hostport, cfg.H2Conns)
-	}
 	h.client = &http.Client{
 		Transport: h.transport,
 		// A redirect is an answer to count, not to follow.
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-	if h.h2c != nil {
-		h.client.Transport = h.h2c
 	}
 	return h, nil
 }
@@ -182,21 +173,43 @@ func looksJSON(b []byte) bool {
 // String is the method and URL.
 func (h *HTTP) String() string { return h.cfg.Method + " " + h.url }
 
-// Close closes the idle connections.
+// Close closes the idle connections; with ClientH2C, every connection,
+// failing the requests still in flight.
 func (h *HTTP) Close() {
-	if h.h1 != nil {
+	switch {
+	case h.h1 != nil:
 		h.h1.close()
-		return
-	}
-	if h.h2c != nil {
+	case h.h2c != nil:
 		h.h2c.close()
+	default:
+		h.transport.CloseIdleConnections()
 	}
-	h.transport.CloseIdleConnections()
+}
+
+// Async returns the target as an AsyncTarget (for RunAsync) if its client
+// is asynchronous (ClientH2C), else nil.
+func (h *HTTP) Async() AsyncTarget {
+	if h.h2c == nil {
+		return nil
+	}
+	return h.start
+}
+
+// start is the AsyncTarget of ClientH2C.
+func (h *HTTP) start(ctx context.Context, deadline time.Time, done func(Result)) {
+	b := h.static
+	if b == nil {
+		b = h.body()
+	}
+	h.h2c.start(ctx, deadline, b, h.cfg.Events, done)
 }
 
 // Do sends one request and reads the whole answer. It is a Target: safe for
 // concurrent use.
 func (h *HTTP) Do(ctx context.Context) Result {
+	if h.h2c != nil {
+		return Blocking(h.start)(ctx)
+	}
 	b := h.static
 	if b == nil {
 		b = h.body()

@@ -1,0 +1,396 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// h2cServer starts a loopback server that speaks only HTTP/2 without TLS,
+// with the HTTP/2 settings of conf if not nil. It counts the connections
+// it accepted.
+func h2cServer(tb testing.TB, conf *http.HTTP2Config, handler http.HandlerFunc) (*httptest.Server, *atomic.Int64) {
+	tb.Helper()
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(handler)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Config.HTTP2 = conf
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	tb.Cleanup(srv.Close)
+	return srv, &conns
+}
+
+// h2cTarget makes an h2c target of url; edit, if set, changes its config.
+func h2cTarget(tb testing.TB, url string, h2conns int, edit func(*HTTPConfig)) *HTTP {
+	tb.Helper()
+	cfg := DefaultHTTPConfig()
+	cfg.URL, cfg.Client, cfg.Connections, cfg.H2Conns = url, ClientH2C, 100000, h2conns
+	if edit != nil {
+		edit(&cfg)
+	}
+	h, err := NewHTTP(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(h.Close)
+	return h
+}
+
+// startAll starts n requests on target at once and returns their results
+// once all are done, failing the test if that takes a minute.
+func startAll(tb testing.TB, target AsyncTarget, n int, timeout time.Duration) []Result {
+	tb.Helper()
+	results := make([]Result, n)
+	var wg sync.WaitGroup
+	wg.Add(n)
+	deadline := time.Now().Add(timeout)
+	for i := range n {
+		target(context.Background(), deadline, func(r Result) {
+			results[i] = r
+			wg.Done()
+		})
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(time.Minute):
+		tb.Fatalf("%d requests not all done after a minute", n)
+	}
+	return results
+}
+
+// countResults counts the results by status, or by error kind.
+func countResults(results []Result) map[string]int {
+	m := map[string]int{}
+	for _, r := range results {
+		if r.Err != nil {
+			m[Classify(r.Err)]++
+		} else {
+			m[r.Status]++
+		}
+	}
+	return m
+}
+
+// TestBenchH2CRequests: method, path, query, authority, headers and body
+// reach the server intact, and the answer's status and size come back.
+func TestBenchH2CRequests(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		method, uri, host, ctype, enc, test string
+		length                              int64
+		body                                []byte
+	}
+	got := make(chan seen, 100)
+	srv, _ := h2cServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		body := io.Reader(r.Body)
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		b, err := io.ReadAll(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		got <- seen{r.Method, r.RequestURI, r.Host, r.Header.Get("Content-Type"), r.Header.Get("Content-Encoding"), r.Header.Get("X-Test"), r.ContentLength, b}
+		status, _ := strconv.Atoi(r.URL.Query().Get("status"))
+		w.WriteHeader(status)
+		_, _ = w.Write(bytes.Repeat([]byte("a"), 1000))
+	})
+	for _, tc := range []struct {
+		name   string
+		edit   func(*HTTPConfig)
+		status string
+		ok     bool
+	}{
+		{"generated events", func(c *HTTPConfig) { c.URL += "/v1/batch?status=202" }, "202", true},
+		{"gzip", func(c *HTTPConfig) { c.URL += "/v1/batch?status=200"; c.Gzip = true }, "200", true},
+		{"body file, PUT, Host", func(c *HTTPConfig) {
+			c.URL += "/put?status=503"
+			c.Method, c.Body = http.MethodPut, []byte("plain")
+			c.Header.Set("Host", "example.test")
+			c.Header.Set("Connection", "close") // not for HTTP/2: left out
+		}, "503", false},
+	} {
+		h := h2cTarget(t, srv.URL, 2, func(c *HTTPConfig) {
+			c.Header = http.Header{"X-Test": {"yes"}}
+			tc.edit(c)
+		})
+		for i := range 4 {
+			var res Result
+			if i%2 == 0 {
+				res = h.Do(context.Background())
+			} else {
+				res = startAll(t, h.Async(), 1, 10*time.Second)[0]
+			}
+			if res.Err != nil || res.Status != tc.status || res.OK != tc.ok || res.Received != 1000 || res.Sent == 0 || res.Events != h.cfg.Events {
+				t.Fatalf("%s: %+v", tc.name, res)
+			}
+			s := <-got
+			if s.method != h.cfg.Method || s.test != "yes" || s.length != res.Sent && !h.cfg.Gzip || s.uri != h.url[len(srv.URL):] {
+				t.Errorf("%s: server saw %+v", tc.name, s)
+			}
+			switch tc.name {
+			case "body file, PUT, Host":
+				if s.host != "example.test" || string(s.body) != "plain" || s.ctype != "" {
+					t.Errorf("%s: server saw %+v", tc.name, s)
+				}
+			default:
+				if s.ctype != "application/json" || !looksJSON(s.body) || (s.enc == "gzip") != h.cfg.Gzip {
+					t.Errorf("%s: server saw %+v", tc.name, s)
+				}
+			}
+		}
+	}
+}
+
+// TestBenchH2CManySlowRequests: thousands of requests in flight at once
+// over two connections all complete.
+func TestBenchH2CManySlowRequests(t *testing.T) {
+	t.Parallel()
+	const n = 3000
+	var inflight, peak atomic.Int64
+	srv, conns := h2cServer(t, &http.HTTP2Config{MaxConcurrentStreams: n}, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		c := inflight.Add(1)
+		for p := peak.Load(); c > p && !peak.CompareAndSwap(p, c); p = peak.Load() {
+		}
+		time.Sleep(500 * time.Millisecond)
+		inflight.Add(-1)
+	})
+	h := h2cTarget(t, srv.URL, 2, nil)
+	counts := countResults(startAll(t, h.Async(), n, time.Minute))
+	if counts["200"] != n {
+		t.Fatalf("results %v: want %d × 200", counts, n)
+	}
+	if c := conns.Load(); c != 2 {
+		t.Errorf("%d connections, want 2", c)
+	}
+	// Not a speed test: only that they were in flight together, not one
+	// after another.
+	if peak.Load() < 100 {
+		t.Errorf("at most %d requests at once on the server", peak.Load())
+	}
+}
+
+// TestBenchH2CMaxConcurrentStreams: the server's limit on streams is never
+// exceeded; requests beyond it wait their turn.
+func TestBenchH2CMaxConcurrentStreams(t *testing.T) {
+	t.Parallel()
+	const limit, n = 5, 200
+	var inflight, peak atomic.Int64
+	srv, _ := h2cServer(t, &http.HTTP2Config{MaxConcurrentStreams: limit}, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		c := inflight.Add(1)
+		for p := peak.Load(); c > p && !peak.CompareAndSwap(p, c); p = peak.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		inflight.Add(-1)
+	})
+	h := h2cTarget(t, srv.URL, 1, nil)
+	counts := countResults(startAll(t, h.Async(), n, time.Minute))
+	if counts["200"] != n {
+		t.Fatalf("results %v: want %d × 200 (no stream refused)", counts, n)
+	}
+	if p := peak.Load(); p > limit {
+		t.Errorf("%d requests at once on one connection, the server allows %d", p, limit)
+	}
+}
+
+// TestBenchH2CFlowControl: bodies larger than the server's windows arrive
+// whole: the client waits for WINDOW_UPDATE, on the stream and on the
+// connection.
+func TestBenchH2CFlowControl(t *testing.T) {
+	t.Parallel()
+	body := make([]byte, 1<<20+12345)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	want := sha256.Sum256(body)
+	srv, _ := h2cServer(t, &http.HTTP2Config{MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10},
+		func(w http.ResponseWriter, r *http.Request) {
+			b, err := io.ReadAll(r.Body)
+			if err != nil || sha256.Sum256(b) != want || r.ContentLength != int64(len(body)) {
+				http.Error(w, "body differs", http.StatusBadRequest)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+	h := h2cTarget(t, srv.URL, 1, func(c *HTTPConfig) { c.Body = body })
+	counts := countResults(startAll(t, h.Async(), 8, time.Minute))
+	if counts["200"] != 8 {
+		t.Fatalf("results %v: want 8 × 200", counts)
+	}
+}
+
+// TestBenchH2CTimeout: a request past its deadline fails as a timeout, and
+// its stream is reset: the server's handler sees its context end.
+func TestBenchH2CTimeout(t *testing.T) {
+	t.Parallel()
+	cancelled := make(chan struct{}, 10)
+	srv, _ := h2cServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-r.Context().Done():
+			cancelled <- struct{}{}
+		case <-time.After(time.Minute):
+		}
+	})
+	h := h2cTarget(t, srv.URL, 1, nil)
+	start := time.Now()
+	res := startAll(t, h.Async(), 3, 200*time.Millisecond)
+	if counts := countResults(res); counts[KindTimeout] != 3 {
+		t.Fatalf("results %v: want 3 timeouts", counts)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("timed out after %v, before the deadline", d)
+	}
+	for range 3 {
+		select {
+		case <-cancelled:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the server's handler was not cancelled")
+		}
+	}
+	// A blocking call times out by its context.
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if r := h.Do(ctx); Classify(r.Err) != KindTimeout {
+		t.Errorf("Do: %+v, want a timeout", r)
+	}
+}
+
+// TestBenchH2CBrokenConnections: connections the server closes fail their
+// requests with a classified error; later requests go over new ones. A
+// stream the server resets fails alone.
+func TestBenchH2CBrokenConnections(t *testing.T) {
+	t.Parallel()
+	var block atomic.Bool
+	block.Store(true)
+	arrived := make(chan struct{}, 100)
+	srv, conns := h2cServer(t, nil, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if r.URL.Query().Get("abort") != "" {
+			panic(http.ErrAbortHandler) // resets the stream
+		}
+		if block.Load() {
+			arrived <- struct{}{}
+			<-r.Context().Done()
+		}
+	})
+	h := h2cTarget(t, srv.URL, 2, nil)
+	results := make(chan Result, 10)
+	for range 10 {
+		h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { results <- r })
+	}
+	for range 10 {
+		<-arrived
+	}
+	srv.CloseClientConnections()
+	var failed []Result
+	for range 10 {
+		failed = append(failed, <-results)
+	}
+	counts := countResults(failed)
+	if counts[KindClosed]+counts[KindReset] != 10 {
+		t.Fatalf("results %v: want all 10 closed or reset", counts)
+	}
+	block.Store(false)
+	if counts := countResults(startAll(t, h.Async(), 20, 30*time.Second)); counts["200"] != 20 {
+		t.Fatalf("after the server closed the connections: %v, want 20 × 200", counts)
+	}
+	if c := conns.Load(); c != 4 {
+		t.Errorf("%d connections, want 2 then 2 more", c)
+	}
+
+	abort := h2cTarget(t, srv.URL+"/?abort=1", 1, nil)
+	if counts := countResults(startAll(t, abort.Async(), 3, 30*time.Second)); counts[KindReset] != 3 {
+		t.Errorf("streams reset by the server: %v, want 3 reset", counts)
+	}
+}
+
+// TestBenchH2CRefused: a server that is not there is a refused request,
+// every time: the client dials again.
+func TestBenchH2CRefused(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	h := h2cTarget(t, "http://"+addr+"/", 2, nil)
+	if counts := countResults(startAll(t, h.Async(), 10, 30*time.Second)); counts[KindRefused] != 10 {
+		t.Errorf("results %v: want 10 refused", counts)
+	}
+	h.Close()
+	if r := h.Do(context.Background()); !errors.Is(r.Err, net.ErrClosed) {
+		t.Errorf("after Close: %+v, want closed", r)
+	}
+}
+
+// TestBenchH2CRunAsync: an open loop over h2c, run by RunAsync, sends what
+// is due, and an interrupted one cancels what is in flight, on the server
+// too.
+func TestBenchH2CRunAsync(t *testing.T) {
+	t.Parallel()
+	var inflight atomic.Int64
+	srv, _ := h2cServer(t, &http.HTTP2Config{MaxConcurrentStreams: 1000}, func(w http.ResponseWriter, r *http.Request) {
+		inflight.Add(1)
+		defer inflight.Add(-1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		d := 100 * time.Millisecond
+		if r.URL.Query().Get("hang") != "" {
+			d = time.Hour
+		}
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+		}
+	})
+	h := h2cTarget(t, srv.URL, 2, nil)
+	rep := runAsync(t, openLoop(200, 1000, 100*time.Millisecond, time.Second), h.Async())
+	if rep.Intended != 200 || rep.Requests+rep.Dropped != 200 || rep.OK != rep.Requests || rep.Dropped > 20 || rep.WarmupRequests != 20 {
+		t.Errorf("intended %d, sent %d, ok %d, dropped %d, warmup %d, errors %+v", rep.Intended, rep.Requests, rep.OK, rep.Dropped, rep.WarmupRequests, rep.Errors)
+	}
+
+	hang := h2cTarget(t, srv.URL+"/?hang=1", 2, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	rep, err := RunAsync(ctx, openLoop(100, 1000, 100*time.Millisecond, time.Minute), hang.Async())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Interrupted || rep.Requests != 0 || rep.Unfinished+rep.Dropped < 30 {
+		t.Errorf("interrupted %v: %d requests, %d unfinished, %d dropped, errors %+v", rep.Interrupted, rep.Requests, rep.Unfinished, rep.Dropped, rep.Errors)
+	}
+	for deadline := time.Now().Add(30 * time.Second); inflight.Load() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests still in the server's handlers after the interrupt", inflight.Load())
+		}
+	}
+}
