@@ -4,8 +4,11 @@
 // number of workers; figures come from HdrHistogram, and reports are text,
 // JSON, an HdrHistogram percentile file and a self-contained HTML page.
 //
-// What is measured is a Target: one function that sends one request. HTTP
-// is one Target (NewHTTP); other protocols plug in the same way.
+// What is measured is a Target: one function that sends one request and
+// waits for its answer, or an AsyncTarget, which starts one and reports it
+// through a callback, so that many requests in flight cost no goroutine
+// each (RunAsync). HTTP is a Target, and with its h2c client an AsyncTarget
+// too (NewHTTP); other protocols plug in the same way.
 package bench
 
 import (

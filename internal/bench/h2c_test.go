@@ -394,3 +394,63 @@ func TestBenchH2CRunAsync(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchH2CGoAway: a server shutting down sends GOAWAY; the requests it
+// took still get their answers, and later ones go over a new connection
+// (to the server that took over the address).
+func TestBenchH2CGoAway(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 10)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		<-release
+	})
+	serve := func(addr string) (*http.Server, net.Listener) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: handler, Protocols: new(http.Protocols)}
+		srv.Protocols.SetUnencryptedHTTP2(true)
+		go func() { _ = srv.Serve(ln) }()
+		return srv, ln
+	}
+	old, ln := serve("127.0.0.1:0")
+	addr := ln.Addr().String()
+	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
+	first := make(chan Result, 5)
+	for range 5 {
+		h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { first <- r })
+	}
+	for range 5 {
+		<-arrived
+	}
+	shutdown := make(chan error, 1)
+	go func() { shutdown <- old.Shutdown(context.Background()) }() // GOAWAY, then waits for the 5
+	slot := &h.h2c.slots[0]
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		slot.mu.Lock()
+		s := slot.s
+		slot.mu.Unlock()
+		if !s.usable() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the client did not see the GOAWAY")
+		}
+	}
+	next, _ := serve(addr)
+	t.Cleanup(func() { next.Close() })
+	close(release)
+	if counts := countResults([]Result{<-first, <-first, <-first, <-first, <-first}); counts["200"] != 5 {
+		t.Errorf("requests taken before the GOAWAY: %v, want 5 × 200", counts)
+	}
+	if err := <-shutdown; err != nil {
+		t.Fatal(err)
+	}
+	if counts := countResults(startAll(t, h.Async(), 5, 30*time.Second)); counts["200"] != 5 {
+		t.Errorf("requests after the GOAWAY: %v, want 5 × 200 over a new connection", counts)
+	}
+}
