@@ -8,7 +8,13 @@
 # GOMAXPROCS=1; Kafka, Redis, the worker and the load generator
 # (inlet bench rpc, over h2c) on core 1. Loopback only.
 #
-# Usage: scripts/bench-rpc.sh     (env: RATE=4000 DURATION=60s ZRATE=1000 ZDURATION=20s MODES="kafka redis")
+# Each row also gives the CPU each process used over the run (warmup and
+# the last answers included), in % of one core: on this machine core 1 is
+# shared by Kafka, Redis, the worker and the generator, and is what runs
+# out first.
+#
+# Usage: scripts/bench-rpc.sh     (env: RATE=4000 DURATION=60s ZRATE=1000 ZDURATION=20s MODES="kafka redis"
+#                                  SERVE_ARGS, WORKER_ARGS: extra flags of inlet serve and inlet worker)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,18 +47,28 @@ INLET="$WORK/inlet"
 BROKERS="$(taskset -c 1 scripts/kafka.sh start | tail -n 1)"
 REDIS="$(taskset -c 1 scripts/redis.sh start | tail -n 1)"
 log "kafka $BROKERS, redis $REDIS, load $(cut -d' ' -f1-3 /proc/loadavg)"
+KAFKA_PID="$(cat "$KAFKA_DIR"/*.pid 2>/dev/null | head -n 1 || true)"
+REDIS_PID="$(cat "$REDIS_DIR"/*.pid 2>/dev/null | head -n 1 || true)"
+
+# ticks PID: CPU time of PID so far, in clock ticks (0 if it is gone), in
+# TICKS. No subprocess: it runs while the benchmark does.
+ticks() {
+	local f
+	TICKS=0
+	if [ -r "/proc/$1/stat" ] && read -r -a f <"/proc/$1/stat"; then TICKS=$((f[13] + f[14])); fi
+}
 
 # run_case MODE NAME MIN MAX RATE DURATION WARMUP
 run_case() {
 	local mode=$1 name=$2 min=$3 max=$4 rate=$5 dur=$6 warm=$7
 	local port=$((18900 + RANDOM % 500)) svc="bench${RANDOM}"
-	taskset -c 0 env GOMAXPROCS=1 GOGC="${INLET_GOGC:-100}" "$INLET" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+	taskset -c 0 env GOMAXPROCS=1 ${INLET_GOGC:+GOGC=$INLET_GOGC} "$INLET" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
 		--data-dir "$WORK/data-$name" --rpc-services "$svc" --reply "$mode" --redis "$REDIS" \
-		--rpc-max-in-flight 50000 --http2-max-streams 2000 --log-level warn >"$OUT/serve-$name.log" 2>&1 &
+		--rpc-max-in-flight 50000 --http2-max-streams 2000 --log-level warn ${SERVE_ARGS:-} >"$OUT/serve-$name.log" 2>&1 &
 	local serve=$!
 	PIDS+=("$serve")
 	taskset -c 1 "$INLET" worker --service "$svc" --brokers "$BROKERS" --redis "$REDIS" --concurrency 30000 \
-		--echo --min-delay "$min" --max-delay "$max" --log-level warn >"$OUT/worker-$name.log" 2>&1 &
+		--echo --min-delay "$min" --max-delay "$max" --log-level warn ${WORKER_ARGS:-} >"$OUT/worker-$name.log" 2>&1 &
 	local worker=$!
 	PIDS+=("$worker")
 	# Wait until a call is answered: the worker's group is assigned.
@@ -66,12 +82,39 @@ run_case() {
 	log "$name: $rate calls/s for $dur (worker delay $min-$max)"
 	taskset -c 1 "$INLET" bench rpc --target "http://127.0.0.1:$port" --service "$svc" --rate "$rate" \
 		--duration "$dur" --warmup "$warm" --rpc-timeout 10s --timeout 12s --connections 30000 \
-		--h2-conns 16 --json "$OUT/rpc-$name.json" --html "$OUT/rpc-$name.html" >"$OUT/rpc-$name.txt" 2>"$OUT/rpc-$name.err"
+		--h2-conns 16 --json "$OUT/rpc-$name.json" --html "$OUT/rpc-$name.html" >"$OUT/rpc-$name.txt" 2>"$OUT/rpc-$name.err" &
+	local gen=$! t0 t1 pids=("$serve" "${KAFKA_PID:-0}" "$worker" "" "${REDIS_PID:-0}") before=() after=() cpu=""
+	pids[3]=$gen
+	t0=$(date +%s.%N)
+	for p in "${pids[@]}"; do
+		ticks "$p"
+		before+=("$TICKS")
+	done
+	# The generator's ticks are read just before it exits: poll.
+	local last_gen=0
+	while kill -0 "$gen" 2>/dev/null; do
+		ticks "$gen"
+		last_gen=$TICKS
+		sleep 1
+	done
+	wait "$gen"
+	t1=$(date +%s.%N)
+	for p in "${pids[@]}"; do
+		ticks "$p"
+		after+=("$TICKS")
+	done
+	after[3]=$last_gen
+	local hz
+	hz=$(getconf CLK_TCK)
+	for i in 0 1 2 3 4; do
+		cpu+="$(awk -v a="${before[$i]}" -v b="${after[$i]}" -v t0="$t0" -v t1="$t1" -v hz="$hz" 'BEGIN { printf "%.0f", 100 * (b - a) / hz / (t1 - t0) }')"
+		[ "$i" = 4 ] || cpu+=" / "
+	done
 	local rss_kb
 	rss_kb="$(awk '/VmHWM/ {print $2}' "/proc/$serve/status")"
 	kill "$worker" "$serve"
 	wait "$worker" "$serve" 2>/dev/null || true
-	python3 - "$OUT/rpc-$name.json" "$mode" "$name" "$min-$max" "$rss_kb" <<'PY'
+	python3 - "$OUT/rpc-$name.json" "$mode" "$name" "$min-$max" "$rss_kb" "$cpu" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r.get("server") or {}
@@ -79,12 +122,12 @@ l = r["latency"]
 per = s.get("bytes_per_in_flight", 0) / 1024
 print(f"| {sys.argv[2]} | {sys.argv[4]} | {r['rate']:.0f} | {r['requests']} | {100*r['success_ratio']:.3f}% | {r['dropped']} | "
       f"{l['p50_ms']:.1f} | {l['p99_ms']:.1f} | {l['max_ms']:.1f} | {s.get('in_flight_peak', 0)} | "
-      f"{s.get('rss_idle_bytes', 0)/2**20:.1f} | {s.get('rss_peak_bytes', 0)/2**20:.1f} | {int(sys.argv[5])/1024:.1f} | {per:.1f} |")
+      f"{s.get('rss_idle_bytes', 0)/2**20:.1f} | {s.get('rss_peak_bytes', 0)/2**20:.1f} | {int(sys.argv[5])/1024:.1f} | {per:.1f} | {sys.argv[6]} |")
 PY
 }
 
-printf '| reply | worker delay | offered calls/s | calls | success | dropped | p50 ms | p99 ms | max ms | in flight peak | RSS idle MiB | RSS peak MiB | VmHWM MiB | KiB per call in flight |\n'
-printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+printf '| reply | worker delay | offered calls/s | calls | success | dropped | p50 ms | p99 ms | max ms | in flight peak | RSS idle MiB | RSS peak MiB | VmHWM MiB | KiB per call in flight | CPU %% gateway / kafka / worker / generator / redis |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 for mode in $MODES; do
 	run_case "$mode" "$mode-slow" 3s 5s "$RATE" "$DURATION" 5s
 	run_case "$mode" "$mode-zero" 0s 0s "$ZRATE" "$ZDURATION" 5s
