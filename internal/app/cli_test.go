@@ -39,6 +39,17 @@ func TestParseServe(t *testing.T) {
 	if len(cfg.Ingest.TrustedProxies) != 2 || !cfg.Ingest.TrustedProxies[1].Contains(netip.MustParseAddr("192.0.2.1")) {
 		t.Errorf("trusted proxies %v", cfg.Ingest.TrustedProxies)
 	}
+	rc := cfg.rpcKafka(cfg.Brokers)
+	if rc.ClientID != "inlet-rpc" || rc.Compression != "none" || rc.Linger != time.Millisecond || !rc.Sticky ||
+		rc.MaxBufferedBytes != cfg.Kafka.MaxBufferedBytes || strings.Join(rc.Brokers, ",") != "k1:9092,k2:9092" {
+		t.Errorf("request-reply producer: %+v", rc)
+	}
+	if cfg, _, err = ParseServe([]string{"--rpc-linger", "5ms", "--rpc-compression", "zstd", "--client-id", "gw"}, env); err != nil {
+		t.Fatal(err)
+	}
+	if rc := cfg.rpcKafka(nil); rc.Linger != 5*time.Millisecond || rc.Compression != "zstd" || rc.ClientID != "gw-rpc" || cfg.Kafka.Compression != "lz4" {
+		t.Errorf("--rpc-linger, --rpc-compression, --client-id: %+v", rc)
+	}
 	d := DefaultServeConfig()
 	if d.Ingest.MaxBodyBytes != 1<<20 || d.Ingest.MaxEvents != 500 || d.Ingest.MaxEventBytes != 32<<10 || d.Ack != AckSpool {
 		t.Errorf("documented defaults changed: %+v", d)
@@ -62,6 +73,9 @@ func TestMainErrors(t *testing.T) {
 		{"spool smaller than a segment", []string{"serve", "--spool-max-bytes", "1MiB"}, nil, 1, "below the segment size"},
 		{"bad proxies", []string{"serve", "--trusted-proxies", "nope"}, nil, 1, "not an IP or CIDR"},
 		{"bad origin", []string{"serve", "--cors-origins", "example.com"}, nil, 1, "CORS origin"},
+		{"bad rpc compression", []string{"serve", "--rpc-compression", "brotli"}, nil, 1, `--rpc-compression: kafka: unknown compression "brotli"`},
+		{"negative rpc linger", []string{"serve", "--rpc-linger", "-1ms"}, nil, 1, "--rpc-linger must not be negative"},
+		{"bad reply compression", []string{"worker", "--service", "s", "--brokers", "k:9092", "--echo", "--reply-compression", "brotli"}, nil, 2, `reply compression: kafka: unknown compression "brotli"`},
 		{"extra arg", []string{"tail", "extra"}, nil, 2, `unexpected argument "extra"`},
 		{"bad tail from", []string{"tail", "--from", "middle"}, nil, 1, "--from \"middle\""},
 	}

@@ -53,8 +53,8 @@ type ServeConfig struct {
 	Forwarder spool.ForwarderConfig
 	RPC       reply.Config
 	// RPCKafka configures the producer of request-reply requests, a client
-	// of its own: Brokers, MaxBuffered*, BatchMaxBytes and DeliveryTimeout
-	// come from Kafka; ClientID, Compression, Linger and Sticky from here.
+	// of its own: Compression, Linger and Sticky come from here, the rest
+	// from Kafka (its client id with "-rpc" appended).
 	RPCKafka kafka.Config
 
 	// Reply is how replies come back: "kafka" (a reply topic per instance)
@@ -109,7 +109,6 @@ func DefaultServeConfig() ServeConfig {
 // the worker), for a few % more broker CPU.
 func defaultRPCKafka() kafka.Config {
 	c := kafka.DefaultConfig()
-	c.ClientID = "inlet-rpc"
 	c.Compression = "none"
 	c.Linger = time.Millisecond
 	c.Sticky = true
@@ -120,7 +119,8 @@ func defaultRPCKafka() kafka.Config {
 func (c ServeConfig) rpcKafka(brokers []string) kafka.Config {
 	k := c.Kafka
 	k.Brokers = brokers
-	k.ClientID, k.Compression, k.Linger, k.Sticky = c.RPCKafka.ClientID, c.RPCKafka.Compression, c.RPCKafka.Linger, c.RPCKafka.Sticky
+	k.ClientID += "-rpc"
+	k.Compression, k.Linger, k.Sticky = c.RPCKafka.Compression, c.RPCKafka.Linger, c.RPCKafka.Sticky
 	return k
 }
 
