@@ -262,7 +262,7 @@ func (r *recorder) report(p Pacer, stop time.Duration) *Report {
 	}
 	if rep.Dropped > 0 {
 		rep.Errors = append(rep.Errors, ErrorCount{Kind: KindDropped, Count: rep.Dropped,
-			Example: fmt.Sprintf("not started within %v of the intended time: all %d workers busy", cfg.MaxLag, cfg.Workers)})
+			Example: fmt.Sprintf("not started within %v of the intended time: the generator fell behind (%d requests in flight, its limit, or short of CPU itself)", cfg.MaxLag, cfg.Workers)})
 	}
 	sort.Slice(rep.Errors, func(i, j int) bool {
 		a, b := rep.Errors[i], rep.Errors[j]
