@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // h2cServer starts a loopback server that speaks only HTTP/2 without TLS,
@@ -453,4 +455,220 @@ func TestBenchH2CGoAway(t *testing.T) {
 	if counts := countResults(startAll(t, h.Async(), 5, 30*time.Second)); counts["200"] != 5 {
 		t.Errorf("requests after the GOAWAY: %v, want 5 × 200 over a new connection", counts)
 	}
+}
+
+// rawH2Server starts a loopback HTTP/2 server made of x/net's Framer, for
+// behaviour Go's server does not show. For each connection, it reads the
+// client preface (unless noPreface), sends settings (nil: none at all),
+// then calls serve with the connection's framer; the connection is closed
+// when serve returns or at the end of the test.
+func rawH2Server(tb testing.TB, settings []http2.Setting, serve func(c *rawH2Conn)) (addr string, conns *atomic.Int64) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	conns = new(atomic.Int64)
+	var mu sync.Mutex
+	var open []net.Conn
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	tb.Cleanup(func() {
+		close(done)
+		ln.Close()
+		mu.Lock()
+		for _, nc := range open {
+			nc.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			nc, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			mu.Lock()
+			open = append(open, nc)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer nc.Close()
+				c := &rawH2Conn{nc: nc, fr: http2.NewFramer(nc, nc), done: done}
+				c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+				c.enc = hpack.NewEncoder(&c.hbuf)
+				if settings != nil {
+					preface := make([]byte, len(http2.ClientPreface))
+					if _, err := io.ReadFull(nc, preface); err != nil {
+						return
+					}
+					if err := c.fr.WriteSettings(settings...); err != nil {
+						return
+					}
+				}
+				serve(c)
+			}()
+		}
+	}()
+	return ln.Addr().String(), conns
+}
+
+// rawH2Conn is a connection of rawH2Server. Its write methods may be called
+// from any goroutine.
+type rawH2Conn struct {
+	nc   net.Conn
+	fr   *http2.Framer
+	done <-chan struct{} // closed at the end of the test
+	mu   sync.Mutex      // guards the writing and below
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
+}
+
+func (c *rawH2Conn) write(f func(fr *http2.Framer) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return f(c.fr)
+}
+
+// respond answers stream id with status and body.
+func (c *rawH2Conn) respond(id uint32, status int, body []byte) error {
+	return c.write(func(fr *http2.Framer) error {
+		c.hbuf.Reset()
+		_ = c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: strconv.Itoa(status)})
+		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true, EndStream: len(body) == 0}); err != nil {
+			return err
+		}
+		for len(body) > 0 {
+			n := min(len(body), 16384)
+			if err := fr.WriteData(id, n == len(body), body[:n]); err != nil {
+				return err
+			}
+			body = body[n:]
+		}
+		return nil
+	})
+}
+
+// requests reads frames, acknowledging settings and pings, and calls
+// onRequest with the stream id of each request once its body ended, until
+// onRequest returns false or reading fails.
+func (c *rawH2Conn) requests(onRequest func(id uint32) bool) error {
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return err
+		}
+		end := uint32(0)
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = c.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				_ = c.write(func(fr *http2.Framer) error { return fr.WritePing(true, f.Data) })
+			}
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				end = f.StreamID
+			}
+		case *http2.DataFrame:
+			if f.Length > 0 {
+				_ = c.write(func(fr *http2.Framer) error {
+					_ = fr.WriteWindowUpdate(0, f.Length)
+					return fr.WriteWindowUpdate(f.StreamID, f.Length)
+				})
+			}
+			if f.StreamEnded() {
+				end = f.StreamID
+			}
+		}
+		if end != 0 && !onRequest(end) {
+			return nil
+		}
+	}
+}
+
+// waitClosed waits for the client to close nc, failing the test after
+// timeout.
+func waitClosed(tb testing.TB, nc net.Conn, timeout time.Duration) {
+	tb.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(timeout))
+	_, err := io.Copy(io.Discard, nc)
+	if err != nil {
+		tb.Errorf("the client did not close the connection within %v: %v", timeout, err)
+	}
+}
+
+// closeWithin closes h, failing the test if that takes longer than timeout.
+func closeWithin(tb testing.TB, h *HTTP, timeout time.Duration) {
+	tb.Helper()
+	closed := make(chan struct{})
+	go func() { h.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(timeout):
+		tb.Fatalf("Close did not return within %v", timeout)
+	}
+}
+
+// TestBenchH2CGoAwayDrainedClosed: a connection that got GOAWAY is closed
+// by the client once its last stream ends, however it ends (here with DATA,
+// the usual end of an answer with a body), and Close does not wait for the
+// server to close it.
+func TestBenchH2CGoAwayDrainedClosed(t *testing.T) {
+	t.Parallel()
+	closedByClient := make(chan bool, 1)
+	addr, _ := rawH2Server(t, []http2.Setting{}, func(c *rawH2Conn) {
+		_ = c.requests(func(id uint32) bool {
+			_ = c.write(func(fr *http2.Framer) error { return fr.WriteGoAway(id, http2.ErrCodeNo, nil) })
+			_ = c.respond(id, 200, []byte("answer"))
+			return false
+		})
+		_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err := io.Copy(io.Discard, c.nc)
+		closedByClient <- err == nil
+		<-c.done // left open otherwise, as a server might leave it
+	})
+	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
+	if counts := countResults(startAll(t, h.Async(), 1, 30*time.Second)); counts["200"] != 1 {
+		t.Fatalf("results %v, want 1 × 200", counts)
+	}
+	if !<-closedByClient {
+		t.Error("the client did not close the drained connection")
+	}
+	closeWithin(t, h, 10*time.Second)
+}
+
+// TestBenchH2CPeerNeverReads: a server that stops reading blocks the
+// client's writes; the requests still time out at their deadline, and
+// Close returns.
+func TestBenchH2CPeerNeverReads(t *testing.T) {
+	t.Parallel()
+	addr, _ := rawH2Server(t, []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 1 << 30}}, func(c *rawH2Conn) {
+		_ = c.write(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 1<<30) })
+		<-c.done // reads nothing more
+	})
+	h := h2cTarget(t, "http://"+addr+"/", 1, func(c *HTTPConfig) { c.Body = make([]byte, 48<<20) })
+	start := time.Now()
+	results := make(chan Result, 2)
+	for range 2 {
+		h.Async()(context.Background(), start.Add(500*time.Millisecond), func(r Result) { results <- r })
+	}
+	for range 2 {
+		select {
+		case r := <-results:
+			if Classify(r.Err) != KindTimeout {
+				t.Errorf("%+v, want a timeout", r)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no result 20 s after the deadline")
+		}
+	}
+	closeWithin(t, h, 10*time.Second)
 }
