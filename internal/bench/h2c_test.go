@@ -535,12 +535,23 @@ func (c *rawH2Conn) write(f func(fr *http2.Framer) error) error {
 	return f(c.fr)
 }
 
+// header sends the header of an answer to stream id, ending the stream if
+// end.
+func (c *rawH2Conn) header(id uint32, status int, end bool) error {
+	return c.write(func(fr *http2.Framer) error { return c.writeHeader(id, status, end) })
+}
+
+// writeHeader is header with c.mu held.
+func (c *rawH2Conn) writeHeader(id uint32, status int, end bool) error {
+	c.hbuf.Reset()
+	_ = c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: strconv.Itoa(status)})
+	return c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true, EndStream: end})
+}
+
 // respond answers stream id with status and body.
 func (c *rawH2Conn) respond(id uint32, status int, body []byte) error {
 	return c.write(func(fr *http2.Framer) error {
-		c.hbuf.Reset()
-		_ = c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: strconv.Itoa(status)})
-		if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(), EndHeaders: true, EndStream: len(body) == 0}); err != nil {
+		if err := c.writeHeader(id, status, len(body) == 0); err != nil {
 			return err
 		}
 		for len(body) > 0 {
@@ -671,4 +682,191 @@ func TestBenchH2CPeerNeverReads(t *testing.T) {
 		}
 	}
 	closeWithin(t, h, 10*time.Second)
+}
+
+// waitResult waits for one result, failing the test after timeout.
+func waitResult(tb testing.TB, results <-chan Result, timeout time.Duration) Result {
+	tb.Helper()
+	select {
+	case r := <-results:
+		return r
+	case <-time.After(timeout):
+		tb.Fatalf("no result within %v", timeout)
+		return Result{}
+	}
+}
+
+// TestBenchH2CInvalidFrames: a server breaking the protocol fails its
+// connection's requests with an error, instead of looping or answering.
+func TestBenchH2CInvalidFrames(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		settings []http2.Setting
+		before   func(c *rawH2Conn) error
+		answer   func(c *rawH2Conn, id uint32) error
+	}{
+		{name: "MAX_FRAME_SIZE 0", settings: []http2.Setting{{ID: http2.SettingMaxFrameSize, Val: 0}}},
+		{name: "INITIAL_WINDOW_SIZE too large", settings: []http2.Setting{{ID: http2.SettingInitialWindowSize, Val: 1 << 31}}},
+		{name: "connection window overflow", before: func(c *rawH2Conn) error {
+			return c.write(func(fr *http2.Framer) error { return fr.WriteWindowUpdate(0, 1<<31-1) })
+		}},
+		{name: "frame larger than advertised", answer: func(c *rawH2Conn, id uint32) error {
+			if err := c.header(id, 200, false); err != nil {
+				return err
+			}
+			return c.write(func(fr *http2.Framer) error { return fr.WriteData(id, true, make([]byte, 20000)) })
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			settings := tc.settings
+			if settings == nil {
+				settings = []http2.Setting{}
+			}
+			addr, _ := rawH2Server(t, settings, func(c *rawH2Conn) {
+				if tc.before != nil && tc.before(c) != nil {
+					return
+				}
+				_ = c.requests(func(id uint32) bool {
+					if tc.answer != nil {
+						return tc.answer(c, id) == nil
+					}
+					return c.respond(id, 200, []byte("answer")) == nil
+				})
+			})
+			h := h2cTarget(t, "http://"+addr+"/", 1, nil)
+			results := make(chan Result, 1)
+			h.Async()(context.Background(), time.Now().Add(10*time.Second), func(r Result) { results <- r })
+			r := waitResult(t, results, 30*time.Second)
+			if r.Err == nil || Classify(r.Err) == KindTimeout {
+				t.Errorf("%+v, want a failure other than a timeout", r)
+			}
+			t.Log(r.Err)
+			closeWithin(t, h, 10*time.Second)
+		})
+	}
+}
+
+// TestBenchH2CNoResetOfReset: a stream the server resets before its body is
+// all sent is not reset back (RFC 9113 5.4.2).
+func TestBenchH2CNoResetOfReset(t *testing.T) {
+	t.Parallel()
+	rstBack := make(chan bool, 1)
+	addr, _ := rawH2Server(t, []http2.Setting{}, func(c *rawH2Conn) {
+		reset := uint32(0)
+		for {
+			f, err := c.fr.ReadFrame()
+			if err != nil {
+				return
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() {
+					_ = c.write(func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+				}
+			case *http2.MetaHeadersFrame:
+				if reset == 0 {
+					reset = f.StreamID
+					_ = c.write(func(fr *http2.Framer) error {
+						_ = fr.WriteRSTStream(reset, http2.ErrCodeCancel)
+						return fr.WritePing(false, [8]byte{1})
+					})
+				}
+			case *http2.RSTStreamFrame:
+				if f.StreamID == reset {
+					rstBack <- true
+					return
+				}
+			case *http2.PingFrame:
+				if f.IsAck() {
+					rstBack <- false
+					<-c.done
+					return
+				}
+			}
+		}
+	})
+	h := h2cTarget(t, "http://"+addr+"/", 1, func(c *HTTPConfig) { c.Body = make([]byte, 1<<20) })
+	results := make(chan Result, 1)
+	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { results <- r })
+	if r := waitResult(t, results, 30*time.Second); Classify(r.Err) != KindReset {
+		t.Errorf("%+v, want reset", r)
+	}
+	select {
+	case back := <-rstBack:
+		if back {
+			t.Error("the client reset a stream the server had reset")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the server saw neither a RST_STREAM nor the PING's ack")
+	}
+}
+
+// TestBenchH2CNoStreamsAllowed: requests a server allows no stream for time
+// out, and are not kept queued.
+func TestBenchH2CNoStreamsAllowed(t *testing.T) {
+	t.Parallel()
+	addr, _ := rawH2Server(t, []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 0}}, func(c *rawH2Conn) {
+		_ = c.requests(func(uint32) bool { return true })
+	})
+	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
+	if counts := countResults(startAll(t, h.Async(), 50, 300*time.Millisecond)); counts[KindTimeout] != 50 {
+		t.Fatalf("results %v, want 50 timeouts", counts)
+	}
+	slot := &h.h2c.slots[0]
+	slot.mu.Lock()
+	s := slot.s
+	slot.mu.Unlock()
+	s.mu.Lock()
+	queued := len(s.pending)
+	s.mu.Unlock()
+	if queued != 0 {
+		t.Errorf("%d requests that timed out still queued", queued)
+	}
+}
+
+// TestBenchH2CNoSettings: a server that accepts the connection but never
+// sends SETTINGS fails it, within seconds: the requests do not wait for
+// their deadline.
+func TestBenchH2CNoSettings(t *testing.T) {
+	t.Parallel()
+	addr, _ := rawH2Server(t, nil, func(c *rawH2Conn) {
+		_, _ = io.Copy(io.Discard, c.nc)
+	})
+	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
+	results := make(chan Result, 1)
+	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { results <- r })
+	if r := waitResult(t, results, 30*time.Second); r.Err == nil || Classify(r.Err) == KindTimeout {
+		t.Errorf("%+v, want the connection failed", r)
+	}
+	closeWithin(t, h, 10*time.Second)
+}
+
+// TestBenchH2CGoAwayRetries: the requests above a GOAWAY's last stream id
+// were not processed: they go over a new connection and succeed there.
+func TestBenchH2CGoAwayRetries(t *testing.T) {
+	t.Parallel()
+	var first atomic.Bool
+	addr, conns := rawH2Server(t, []http2.Setting{}, func(c *rawH2Conn) {
+		if !first.CompareAndSwap(false, true) {
+			_ = c.requests(func(id uint32) bool { return c.respond(id, 200, nil) == nil })
+			return
+		}
+		var ids []uint32
+		_ = c.requests(func(id uint32) bool {
+			if ids = append(ids, id); len(ids) < 3 {
+				return true
+			}
+			_ = c.write(func(fr *http2.Framer) error { return fr.WriteGoAway(ids[0], http2.ErrCodeNo, nil) })
+			return c.respond(ids[0], 200, nil) == nil
+		})
+	})
+	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
+	if counts := countResults(startAll(t, h.Async(), 3, 30*time.Second)); counts["200"] != 3 {
+		t.Errorf("results %v, want 3 × 200", counts)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
 }
