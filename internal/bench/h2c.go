@@ -959,7 +959,10 @@ func (s *h2cSession) handle(f http2.Frame, done *[]completion, retry *[]*h2cStre
 		if err != nil {
 			return false, fmt.Errorf("h2c: invalid SETTINGS from %s: %w", c.addr, err)
 		}
-		s.settings = true
+		if !s.settings {
+			s.settings = true
+			s.armAt(s.lastRead.Add(c.pingIdle)) // the timer waited for this SETTINGS
+		}
 		s.ctrl = append(s.ctrl, h2cControl{kind: http2.FrameSettings})
 		wake = true
 	case *http2.WindowUpdateFrame:
