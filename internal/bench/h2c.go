@@ -419,6 +419,10 @@ func (s *h2cSession) cancelStream(st *h2cStream, err error) {
 		s.mu.Unlock()
 		return
 	}
+	// Not failed yet (that finishes every stream): the writer still holds
+	// the WaitGroup, and Close waits for this too.
+	s.c.wg.Add(1)
+	defer s.c.wg.Done()
 	s.finish(st, true)
 	drained := s.drained()
 	s.mu.Unlock()
@@ -517,6 +521,10 @@ func (s *h2cSession) sweep() {
 		s.mu.Unlock()
 		return
 	}
+	// Close waits for this too. The writer, which holds the WaitGroup
+	// until the session failed, still does.
+	c.wg.Add(1)
+	defer c.wg.Done()
 	s.timerAt = time.Time{}
 	for len(s.deadlines) > 0 && !s.deadlines[0].deadline.After(now) {
 		st := s.deadlines[0]
@@ -611,7 +619,7 @@ func (s *h2cSession) writeLoop() {
 	s.armAt(now.Add(c.settingsTimeout))
 	s.mu.Unlock()
 
-	bw := bufio.NewWriterSize(nc, 64<<10)
+	bw := bufio.NewWriterSize(&h2cConnWriter{nc, c.writeTimeout}, 64<<10)
 	fr := http2.NewFramer(bw, nil)
 	_, _ = bw.WriteString(http2.ClientPreface)
 	_ = fr.WriteSettings(
@@ -621,7 +629,6 @@ func (s *h2cSession) writeLoop() {
 	if c.connWindow > 65535 {
 		_ = fr.WriteWindowUpdate(0, c.connWindow-65535)
 	}
-	_ = nc.SetWriteDeadline(now.Add(c.writeTimeout))
 	if err := bw.Flush(); err != nil {
 		s.fail(fmt.Errorf("h2c: starting HTTP/2 with %s: %w", c.addr, s.writeErr(err)))
 		return
@@ -629,7 +636,7 @@ func (s *h2cSession) writeLoop() {
 	c.wg.Add(1)
 	go s.readLoop(nc)
 
-	w := h2cWriter{s: s, nc: nc, bw: bw, fr: fr}
+	w := h2cWriter{s: s, bw: bw, fr: fr}
 	w.enc = hpack.NewEncoder(&w.hbuf)
 	for {
 		select {
@@ -644,11 +651,24 @@ func (s *h2cSession) writeLoop() {
 	}
 }
 
+// h2cConnWriter writes to a connection, failing a write that makes no
+// progress for timeout.
+type h2cConnWriter struct {
+	nc      net.Conn
+	timeout time.Duration
+}
+
+func (w *h2cConnWriter) Write(p []byte) (int, error) {
+	if err := w.nc.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+		return 0, err
+	}
+	return w.nc.Write(p)
+}
+
 // h2cWriter is the writer goroutine's state: what it takes from the
 // session under the lock, then writes without it.
 type h2cWriter struct {
 	s      *h2cSession
-	nc     net.Conn
 	bw     *bufio.Writer
 	fr     *http2.Framer
 	enc    *hpack.Encoder
@@ -752,9 +772,6 @@ func (w *h2cWriter) batch() error {
 	}
 	if len(w.ctrl) == 0 && len(w.heads) == 0 && len(w.chunks) == 0 {
 		return nil
-	}
-	if err := w.nc.SetWriteDeadline(time.Now().Add(s.c.writeTimeout)); err != nil {
-		return err
 	}
 	var err error
 	for _, c := range w.ctrl {
