@@ -50,9 +50,10 @@ type Target func(ctx context.Context) Result
 // Target per request costs the generator more memory and GC than the
 // requests themselves (see RunAsync). done is called exactly once with the
 // outcome, from any goroutine and possibly before AsyncTarget returns; it
-// must not block. The request must end by deadline (a zero deadline is none)
-// and soon after ctx ends, with an error that Classify names. An
-// AsyncTarget must be safe for concurrent use.
+// must not block. The request must end at its deadline (a zero deadline is
+// none), give or take a few milliseconds (a target may expire its requests
+// in sweeps), and soon after ctx ends, with an error that Classify names.
+// An AsyncTarget must be safe for concurrent use.
 type AsyncTarget func(ctx context.Context, deadline time.Time, done func(Result))
 
 // Blocking makes a Target of an AsyncTarget: it starts the request with

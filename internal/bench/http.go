@@ -33,7 +33,10 @@ type HTTPConfig struct {
 	EventBytes int
 	// Gzip compresses every body (Content-Encoding: gzip).
 	Gzip bool
-	// Connections bounds the keep-alive connections to the target.
+	// Connections bounds the keep-alive connections to the target, with
+	// ClientH1 and ClientStd. ClientH2C does not use it: it keeps H2Conns
+	// connections, and what bounds its requests in flight is the run's
+	// Config.Workers (which inlet bench sets from --connections).
 	Connections int
 	// Client is the HTTP client: ClientH1 (the default), lean enough that
 	// one core of it outruns one core of a Go server, ClientStd, Go's
@@ -41,8 +44,11 @@ type HTTPConfig struct {
 	Client string
 	// Run prefixes the event ids: <Run>-<n>. Empty: a random one.
 	Run string
-	// H2Conns is the TCP connections the h2c client multiplexes its
-	// requests over (Connections then bounds the requests in flight).
+	// H2Conns is the number of TCP connections the h2c client multiplexes
+	// its requests over, round robin. Each carries at most the streams the
+	// server's SETTINGS_MAX_CONCURRENT_STREAMS allows at once; the requests
+	// beyond that wait in their connection's queue until a stream ends or
+	// their deadline passes.
 	H2Conns int
 }
 
@@ -173,8 +179,9 @@ func looksJSON(b []byte) bool {
 // String is the method and URL.
 func (h *HTTP) String() string { return h.cfg.Method + " " + h.url }
 
-// Close closes the idle connections; with ClientH2C, every connection,
-// failing the requests still in flight.
+// Close closes the idle connections; with ClientH2C, every connection
+// (those going away after a GOAWAY too), failing the requests still in
+// flight, and returns once the connections' goroutines have ended.
 func (h *HTTP) Close() {
 	switch {
 	case h.h1 != nil:
