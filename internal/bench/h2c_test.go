@@ -276,7 +276,7 @@ func TestBenchH2CLargeAnswer(t *testing.T) {
 	})
 	h := h2cTarget(t, srv.URL, 1, nil)
 	h.h2c.streamWindow, h.h2c.connWindow = 65535, 65535
-	for _, r := range startAll(t, h.Async(), 2, time.Minute) {
+	for _, r := range startAll(t, h.Async(), 2, 20*time.Second) {
 		if r.Err != nil || r.Status != "200" || r.Received != size {
 			t.Errorf("%+v, want 200 with %d bytes", r, size)
 		}
@@ -965,4 +965,29 @@ func TestBenchH2CStalledWrite(t *testing.T) {
 		t.Errorf("%+v, want the connection closed", r)
 	}
 	closeWithin(t, h, 10*time.Second)
+}
+
+// TestBenchH2CGoAwayRetriesQueued: the requests still queued for a stream
+// when a GOAWAY comes go over a new connection.
+func TestBenchH2CGoAwayRetriesQueued(t *testing.T) {
+	t.Parallel()
+	var first atomic.Bool
+	addr, conns := rawH2Server(t, []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 1}}, func(c *rawH2Conn) {
+		if !first.CompareAndSwap(false, true) {
+			_ = c.requests(func(id uint32) bool { return c.respond(id, 200, nil) == nil })
+			return
+		}
+		_ = c.requests(func(id uint32) bool {
+			_ = c.write(func(fr *http2.Framer) error { return fr.WriteGoAway(id, http2.ErrCodeNo, nil) })
+			return c.respond(id, 200, nil) == nil
+		})
+		<-c.done
+	})
+	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
+	if counts := countResults(startAll(t, h.Async(), 3, 30*time.Second)); counts["200"] != 3 {
+		t.Errorf("results %v, want 3 × 200", counts)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2", n)
+	}
 }
