@@ -548,6 +548,36 @@ func TestBenchRunInterrupted(t *testing.T) {
 	}
 }
 
+// TestBenchInterruptedAfterLastSend: an interrupt while the last answers
+// are awaited cuts them short; the text report says how many.
+func TestBenchInterruptedAfterLastSend(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var started atomic.Int64
+	hang := func(ctx context.Context) Result { // answers nothing until the run is interrupted
+		if started.Add(1) == 10 {
+			time.AfterFunc(100*time.Millisecond, cancel) // all 10 were sent by then
+		}
+		<-ctx.Done()
+		return Result{Err: ctx.Err()}
+	}
+	rep, err := Run(ctx, openLoop(50, 20, 0, 200*time.Millisecond), hang)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Unfinished != 10 || rep.Requests != 0 {
+		t.Fatalf("%d unfinished, %d recorded; want all 10 unfinished", rep.Unfinished, rep.Requests)
+	}
+	var text bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "10 requests were cut short") {
+		t.Errorf("the text report does not say the 10 requests were cut short:\n%s", text.String())
+	}
+}
+
 func TestBenchConfigValidate(t *testing.T) {
 	t.Parallel()
 	ok := closedLoop(1, 0, time.Second)

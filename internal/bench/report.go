@@ -190,8 +190,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	default:
 		fmt.Fprintf(&b, "%s\n  closed loop, %d concurrent, %s after %s warmup\n", what, r.Workers, secs(r.Duration), secs(r.Warmup))
 	}
-	if r.Interrupted {
+	switch {
+	case r.Interrupted:
 		fmt.Fprintf(&b, "  INTERRUPTED: figures cover %s, %d requests were cut short\n", secs(r.Duration), r.Unfinished)
+	case r.Unfinished > 0: // interrupted after the last request was sent
+		fmt.Fprintf(&b, "  INTERRUPTED while the last answers were awaited: %d requests were cut short\n", r.Unfinished)
 	}
 	fmt.Fprintf(&b, "  requests    %d sent, %d ok (%.2f%%), %d dropped by the generator", r.Requests, r.OK, 100*r.SuccessRatio, r.Dropped)
 	if r.Mode == "open" {
