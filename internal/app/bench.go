@@ -396,15 +396,16 @@ func runBenchRPC(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	defer files.close()
-	var sampler *bench.Sampler
-	if cfg.MetricsURL != "none" {
-		if sampler, err = bench.StartSampler(cfg.MetricsURL, "inlet_rpc_in_flight", 250*time.Millisecond); err != nil {
-			return err
-		}
-	}
 	stop, err := startCPUProfile(cfg.CPUProfile)
 	if err != nil {
 		return err
+	}
+	var sampler *bench.Sampler
+	if cfg.MetricsURL != "none" {
+		if sampler, err = bench.StartSampler(cfg.MetricsURL, "inlet_rpc_in_flight", 250*time.Millisecond); err != nil {
+			stop()
+			return err
+		}
 	}
 	rep, err := BenchHTTP(ctx, cfg.BenchHTTPConfig, env.Stderr)
 	stop()

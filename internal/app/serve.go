@@ -52,10 +52,10 @@ type ServeConfig struct {
 	Spool     spool.Config // Dir empty: <DataDir>/spool
 	Forwarder spool.ForwarderConfig
 	RPC       reply.Config
-	// RPCKafka configures the producer of request-reply requests, a client
-	// of its own: Compression, Linger and Sticky come from here, the rest
-	// from Kafka (its client id with "-rpc" appended).
-	RPCKafka kafka.Config
+	// RPCCompression and RPCLinger configure the producer of request-reply
+	// requests, a Kafka client of its own (see rpcKafka).
+	RPCCompression string
+	RPCLinger      time.Duration
 
 	// Reply is how replies come back: "kafka" (a reply topic per instance)
 	// or "redis" (a pub/sub channel per instance, on RedisAddr).
@@ -86,7 +86,8 @@ func DefaultServeConfig() ServeConfig {
 		Spool:             spool.DefaultConfig(),
 		Forwarder:         spool.DefaultForwarderConfig(),
 		RPC:               reply.DefaultConfig(),
-		RPCKafka:          defaultRPCKafka(),
+		RPCCompression:    "none",
+		RPCLinger:         time.Millisecond,
 		Reply:             "kafka",
 		HTTP2MaxStreams:   1000,
 		Broker:            devbroker.DefaultConfig(),
@@ -100,27 +101,19 @@ func DefaultServeConfig() ServeConfig {
 	}
 }
 
-// defaultRPCKafka is how request-reply requests are produced by default:
-// uncompressed (they are small, and a compressed batch costs the broker
-// CPU to validate: 43% of a core against 25% in the request-reply
-// benchmark) and to one partition at a time (fuller batches, fewer
-// requests), with a linger of 1 ms: with no delay at 1,000 calls/s, the
-// p99 was 9.4-10.2 ms against 11.1-11.2 ms with 2 ms lingers (here and in
-// the worker), for a few % more broker CPU.
-func defaultRPCKafka() kafka.Config {
-	c := kafka.DefaultConfig()
-	c.Compression = "none"
-	c.Linger = time.Millisecond
-	c.Sticky = true
-	return c
-}
-
-// rpcKafka is the producer config of request-reply requests.
+// rpcKafka is how request-reply requests are produced: like events (same
+// brokers, buffer bounds, delivery timeout; client id with "-rpc"), but by
+// default uncompressed (they are small, and a compressed batch costs the
+// broker CPU to validate: 43% of a core against 25% in the request-reply
+// benchmark), to one partition at a time (fuller batches, fewer requests),
+// and with a linger of 1 ms: with no delay at 1,000 calls/s, the p99 was
+// 9.4-10.2 ms against 11.1-11.2 ms with 2 ms lingers (here and in the
+// worker), for a few % more broker CPU.
 func (c ServeConfig) rpcKafka(brokers []string) kafka.Config {
 	k := c.Kafka
 	k.Brokers = brokers
 	k.ClientID += "-rpc"
-	k.Compression, k.Linger, k.Sticky = c.RPCKafka.Compression, c.RPCKafka.Linger, c.RPCKafka.Sticky
+	k.Compression, k.Linger, k.Sticky = c.RPCCompression, c.RPCLinger, true
 	return k
 }
 
@@ -151,10 +144,10 @@ func (c ServeConfig) Validate() error {
 	if err := c.RPC.Validate(); err != nil {
 		return err
 	}
-	if _, err := kafka.Codec(c.RPCKafka.Compression); err != nil {
+	if _, err := kafka.Codec(c.RPCCompression); err != nil {
 		return fmt.Errorf("--rpc-compression: %w", err)
 	}
-	if c.RPCKafka.Linger < 0 {
+	if c.RPCLinger < 0 {
 		return errors.New("--rpc-linger must not be negative")
 	}
 	if c.HTTP2MaxStreams < 1 {
@@ -508,9 +501,7 @@ func (g *Gateway) startRPC(cfg ServeConfig, brokers []string, reg *prometheus.Re
 		}
 		g.log.Info("request-reply enabled", "services", cfg.RPC.Services, "replies", t.Address().String())
 	}
-	var p reply.Producer = reply.ProducerFunc(func(*event.Record, func(error)) error {
-		return errors.New("no request-reply service is enabled")
-	})
+	var p reply.Producer // none without services: every call is answered 404 first
 	if g.rpcProd != nil {
 		p = reply.ProducerFunc(g.rpcProd.ProduceFunc)
 	}
@@ -663,8 +654,8 @@ func registerServe(fs *flag.FlagSet, cfg *ServeConfig, brokers *listFlag, origin
 	fs.DurationVar(&cfg.RPC.Timeout, "rpc-timeout", cfg.RPC.Timeout, "how long a call waits for its reply when it sends no Inlet-Timeout (504 past it)")
 	fs.DurationVar(&cfg.RPC.MaxTimeout, "rpc-max-timeout", cfg.RPC.MaxTimeout, "the most a caller's Inlet-Timeout may ask for")
 	fs.IntVar(&cfg.RPC.MaxInFlight, "rpc-max-in-flight", cfg.RPC.MaxInFlight, "calls waiting for replies at once (503 past it)")
-	fs.DurationVar(&cfg.RPCKafka.Linger, "rpc-linger", cfg.RPCKafka.Linger, "how long request-reply requests wait to share a produce request")
-	fs.StringVar(&cfg.RPCKafka.Compression, "rpc-compression", cfg.RPCKafka.Compression, "record batch compression of request-reply requests: none, gzip, snappy, lz4, zstd")
+	fs.DurationVar(&cfg.RPCLinger, "rpc-linger", cfg.RPCLinger, "how long request-reply requests wait to share a produce request")
+	fs.StringVar(&cfg.RPCCompression, "rpc-compression", cfg.RPCCompression, "record batch compression of request-reply requests: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&cfg.Reply, "reply", cfg.Reply, "how replies come back: kafka (a reply topic per instance) or redis (a pub/sub channel per instance)")
 	fs.StringVar(&cfg.RedisAddr, "redis", "", "Redis host:port for --reply redis")
 	fs.StringVar(&cfg.ReplyTopic, "reply-topic", "", "this instance's reply topic (default inlet.replies.<instance-id>)")

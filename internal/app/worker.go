@@ -71,7 +71,7 @@ func ParseWorker(args []string, env Env) (WorkerConfig, error) {
 	fs.StringVar(&w.Service, "service", "", "`NAME` of the service to answer (required)")
 	fs.Var(&brokers, "brokers", "Kafka seed brokers, comma-separated host:port")
 	fs.StringVar(&w.Topic, "topic", "", "request topic (default rpc.<service>)")
-	fs.StringVar(&w.Group, "group", "", "consumer group; a new one starts at the end of the topic (default inlet-worker.<service>)")
+	fs.StringVar(&w.Group, "group", "", "consumer group; a new one starts a minute back in the topic, older requests being past their deadline (default inlet-worker.<service>)")
 	fs.IntVar(&w.Concurrency, "concurrency", w.Concurrency, "requests handled at once at most; when all are busy, fetching waits")
 	fs.DurationVar(&w.ReplyLinger, "reply-linger", worker.DefaultReplyLinger, "how long Kafka replies wait to share a produce request (fewer requests for the broker)")
 	fs.StringVar(&w.ReplyCompression, "reply-compression", "none", "batch compression of replies to Kafka: none, gzip, snappy, lz4, zstd")

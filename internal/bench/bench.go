@@ -234,23 +234,38 @@ func (a *attack) open(ctx context.Context) {
 	sleep := newSleeper()
 	defer sleep.close()
 	for {
-		off := a.pacer.Offset(a.next.Add(1) - 1)
-		if off >= a.end {
-			return
-		}
-		intended := a.t0.Add(off)
-		if !sleep.until(ctx, intended) {
-			a.stopped()
+		off, intended, ok := a.claim(ctx, sleep)
+		if !ok {
 			return
 		}
 		now := time.Now()
 		if now.Sub(intended) > a.cfg.MaxLag {
-			if off >= a.cfg.Warmup {
-				a.late.Add(1)
-			}
+			a.drop(off)
 			continue
 		}
 		a.send(ctx, intended, now)
+	}
+}
+
+// claim takes the next request of the open loop and waits for its intended
+// time. It reports false when no request is left or ctx ended.
+func (a *attack) claim(ctx context.Context, sleep *sleeper) (off time.Duration, intended time.Time, ok bool) {
+	off = a.pacer.Offset(a.next.Add(1) - 1)
+	if off >= a.end {
+		return off, intended, false
+	}
+	intended = a.t0.Add(off)
+	if !sleep.until(ctx, intended) {
+		a.stopped()
+		return off, intended, false
+	}
+	return off, intended, true
+}
+
+// drop counts the request due at off as dropped, if it is measured.
+func (a *attack) drop(off time.Duration) {
+	if off >= a.cfg.Warmup {
+		a.late.Add(1)
 	}
 }
 
@@ -268,13 +283,8 @@ func (a *attack) openAsync(ctx context.Context, target AsyncTarget) {
 	var inflight sync.WaitGroup
 	defer inflight.Wait()
 	for {
-		off := a.pacer.Offset(a.next.Add(1) - 1)
-		if off >= a.end {
-			return
-		}
-		intended := a.t0.Add(off)
-		if !sleep.until(ctx, intended) {
-			a.stopped()
+		off, intended, ok := a.claim(ctx, sleep)
+		if !ok {
 			return
 		}
 		if !a.acquire(ctx, slots, wait, intended.Add(a.cfg.MaxLag)) {
@@ -282,9 +292,7 @@ func (a *attack) openAsync(ctx context.Context, target AsyncTarget) {
 				a.stopped()
 				return
 			}
-			if off >= a.cfg.Warmup {
-				a.late.Add(1)
-			}
+			a.drop(off)
 			continue
 		}
 		started := time.Now()
@@ -292,12 +300,7 @@ func (a *attack) openAsync(ctx context.Context, target AsyncTarget) {
 		target(ctx, started.Add(a.cfg.Timeout), func(res Result) {
 			done := time.Now()
 			<-slots
-			if res.Err != nil && ctx.Err() != nil {
-				// Cut short by the interrupt, not by the server: no figure.
-				a.rec.unfinished(intended)
-			} else {
-				a.rec.record(intended, started, done, res)
-			}
+			a.outcome(ctx, intended, started, done, res)
 			inflight.Done()
 		})
 	}
@@ -346,7 +349,11 @@ func (a *attack) send(ctx context.Context, intended, started time.Time) {
 	rctx, cancel := context.WithTimeout(ctx, a.cfg.Timeout)
 	res := a.target(rctx)
 	cancel()
-	done := time.Now()
+	a.outcome(ctx, intended, started, time.Now(), res)
+}
+
+// outcome records the answer of a request of the run whose context is ctx.
+func (a *attack) outcome(ctx context.Context, intended, started, done time.Time, res Result) {
 	if res.Err != nil && ctx.Err() != nil {
 		// Cut short by the interrupt, not by the server: no figure.
 		a.rec.unfinished(intended)

@@ -82,7 +82,7 @@ type Handler struct {
 	// the producer's code path is deep, and run on a handler's goroutine
 	// it grew the goroutine's stack, which the call then holds while it
 	// waits (8 KiB per call in flight instead of 4; see BENCHMARKS.md).
-	sendq   chan *outgoing
+	sendq   chan *event.Record // EventID is the correlation id
 	stop    chan struct{}
 	stopped chan struct{}
 }
@@ -91,20 +91,15 @@ type Handler struct {
 // it, calls are answered 503. It only fills if that goroutine gets no CPU.
 const sendQueue = 8192
 
-// outgoing is a request record on its way to the producer.
-type outgoing struct {
-	id  string
-	rec event.Record
-}
-
 // NewHandler returns the endpoint, producing with p and receiving replies
-// through t into r. Close stops it.
+// through t into r. With no service enabled, p and t may be nil: every call
+// is answered 404. Close stops it.
 func NewHandler(cfg Config, r *Router, t Transport, p Producer, log *slog.Logger) (*Handler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, router: r, transport: t, producer: p, log: log, services: map[string]bool{},
-		sendq: make(chan *outgoing, sendQueue), stop: make(chan struct{}), stopped: make(chan struct{})}
+		sendq: make(chan *event.Record, sendQueue), stop: make(chan struct{}), stopped: make(chan struct{})}
 	for _, s := range cfg.Services {
 		if s == "*" {
 			h.any = true
@@ -128,14 +123,13 @@ func (h *Handler) sender() {
 	defer close(h.stopped)
 	for {
 		select {
-		case o := <-h.sendq:
-			id := o.id
+		case rec := <-h.sendq:
 			done := func(err error) {
 				if err != nil {
-					h.router.Fail(id, err)
+					h.router.Fail(rec.EventID, err)
 				}
 			}
-			if err := h.producer.Produce(&o.rec, done); err != nil {
+			if err := h.producer.Produce(rec, done); err != nil {
 				done(err)
 			}
 		case <-h.stop:
@@ -262,7 +256,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 	// Produced without waiting for Kafka's acknowledgement (the reply may
 	// well come first); a refused produce ends the wait.
 	select {
-	case h.sendq <- &outgoing{id: id, rec: rec}:
+	case h.sendq <- &rec:
 	default:
 		return nil, h.busy(w, "%d requests are waiting to be sent to kafka, the limit; retry later", sendQueue)
 	}
