@@ -1,0 +1,352 @@
+// Package testkit holds the helpers inlet's tests share: the real services
+// `make test` starts (Kafka, Redis) found from the environment, an
+// in-process development broker otherwise, loopback addresses, polling,
+// consuming a topic, and event batches. It is imported only by tests.
+//
+// Environment (set by scripts/test.sh):
+//
+//	INLET_TEST_BROKERS        the real Kafka's bootstrap address(es)
+//	INLET_TEST_REDIS          the real Redis host:port
+//	INLET_TEST_REQUIRE_KAFKA  1: a missing real service fails the test instead of falling back or skipping
+//	INLET_TEST_KAFKA_SCRIPT   scripts/kafka.sh, which halts and resumes the real broker
+package testkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/devbroker"
+)
+
+// Logger is a logger for code under test: to stderr with -v, else discarded.
+func Logger(tb testing.TB) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// LogBuffer is a logger whose lines are kept, for tests that assert what
+// was logged or dump the logs when they fail. It is safe for concurrent use.
+type LogBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// NewLogBuffer returns a debug-level text logger writing to a LogBuffer.
+func NewLogBuffer() (*slog.Logger, *LogBuffer) {
+	b := &LogBuffer{}
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})), b
+}
+
+func (b *LogBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything logged so far.
+func (b *LogBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Count is the number of logged lines that contain s.
+func (b *LogBuffer) Count(s string) int {
+	n := 0
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.Contains(l, s) {
+			n++
+		}
+	}
+	return n
+}
+
+func requireReal() bool { return os.Getenv("INLET_TEST_REQUIRE_KAFKA") == "1" }
+
+// Brokers returns the Kafka to test against: the real broker that `make
+// test` starts (INLET_TEST_BROKERS), else a development broker in process,
+// stopped at the end of the test. With INLET_TEST_REQUIRE_KAFKA=1 the real
+// broker is mandatory.
+func Brokers(tb testing.TB) []string {
+	tb.Helper()
+	if b := os.Getenv("INLET_TEST_BROKERS"); b != "" {
+		return strings.Split(b, ",")
+	}
+	if requireReal() {
+		tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_BROKERS is empty: run `make test`")
+	}
+	return DevBroker(tb, "")
+}
+
+// DevBroker starts a development broker in process on a free loopback port
+// (data under dir, or in memory when dir is empty) and stops it at the end
+// of the test.
+func DevBroker(tb testing.TB, dir string) []string {
+	tb.Helper()
+	cfg := devbroker.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.DataDir = dir
+	cfg.SyncWrites = false
+	b, err := devbroker.Start(cfg, Logger(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(b.Close)
+	return []string{b.Addr()}
+}
+
+// Redis returns the real Redis that `make test` starts (INLET_TEST_REDIS),
+// or skips the test; with INLET_TEST_REQUIRE_KAFKA=1 (real services
+// mandatory) it fails instead.
+func Redis(tb testing.TB) string {
+	tb.Helper()
+	if a := os.Getenv("INLET_TEST_REDIS"); a != "" {
+		return a
+	}
+	if requireReal() {
+		tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_REDIS is empty: run `make test`")
+	}
+	tb.Skip("INLET_TEST_REDIS is not set: no real Redis to test against (`make test` starts one)")
+	return ""
+}
+
+// KafkaCtl is a Kafka broker a test may halt and resume.
+type KafkaCtl struct {
+	Brokers []string
+	Halt    func()
+	Resume  func()
+}
+
+// HaltableKafka returns the real broker of `make test`, halted and resumed
+// through scripts/kafka.sh (INLET_TEST_KAFKA_SCRIPT), else a development
+// broker in process with its data in a temporary directory, closed and
+// started again on the same port. The real broker is never left halted.
+func HaltableKafka(tb testing.TB) KafkaCtl {
+	tb.Helper()
+	if b := os.Getenv("INLET_TEST_BROKERS"); b != "" {
+		script := os.Getenv("INLET_TEST_KAFKA_SCRIPT")
+		if script == "" {
+			tb.Fatal("INLET_TEST_BROKERS without INLET_TEST_KAFKA_SCRIPT: run `make test`")
+		}
+		run := func(verb string) string {
+			out, err := exec.Command(script, verb).Output()
+			if err != nil {
+				tb.Fatalf("%s %s: %v", script, verb, err)
+			}
+			return strings.TrimSpace(string(out))
+		}
+		ctl := KafkaCtl{Brokers: strings.Split(b, ",")}
+		ctl.Halt = func() { run("halt") }
+		ctl.Resume = func() {
+			if addr := run("resume"); !strings.HasSuffix(addr, b) {
+				tb.Fatalf("kafka came back at %q, not %s", addr, b)
+			}
+		}
+		tb.Cleanup(func() {
+			if exec.Command(script, "status").Run() != nil {
+				ctl.Resume()
+			}
+		})
+		return ctl
+	}
+	if requireReal() {
+		tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_BROKERS is empty: run `make test`")
+	}
+	dir := tb.TempDir()
+	cfg := devbroker.DefaultConfig()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.DataDir = dir
+	cfg.SyncWrites = false
+	b, err := devbroker.Start(cfg, Logger(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var mu sync.Mutex
+	cfg.Listen = b.Addr()
+	ctl := KafkaCtl{Brokers: []string{b.Addr()}}
+	ctl.Halt = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if b != nil {
+			b.Close()
+			b = nil
+		}
+	}
+	ctl.Resume = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if b != nil {
+			return
+		}
+		var err error
+		deadline := time.Now().Add(10 * time.Second)
+		for b, err = devbroker.Start(cfg, Logger(tb)); err != nil; b, err = devbroker.Start(cfg, Logger(tb)) {
+			if time.Now().After(deadline) {
+				tb.Fatalf("restarting the development broker on %s: %v", cfg.Listen, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	tb.Cleanup(ctl.Halt)
+	return ctl
+}
+
+var seq atomic.Int64
+
+// Unique names a topic, service or directory that no other test, nor an
+// earlier run against the same broker, uses: prefix, the test's name, the
+// time and a counter.
+func Unique(tb testing.TB, prefix string) string {
+	name := strings.NewReplacer("/", "-", " ", "-", "#", "-").Replace(tb.Name())
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	return fmt.Sprintf("%s%s-%d-%d", prefix, name, time.Now().UnixNano()%1e9, seq.Add(1))
+}
+
+// FreeAddr returns a loopback host:port that nothing listens on: a
+// connection to it is refused.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// WaitFor polls cond every 10 ms until it holds, failing the test with what
+// after timeout.
+func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("gave up waiting after %v: %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Layouts of Batch.
+const (
+	JSONArray = "array"  // [{...},{...}]
+	NDJSON    = "ndjson" // {...}\n{...}\n
+	Wrapped   = "batch"  // {"batch":[{...},{...}]}
+)
+
+// Batch returns n events {"event":"<name><i>","id":"<name><i>"} laid out
+// as layout says.
+func Batch(n int, name, layout string) []byte {
+	var b bytes.Buffer
+	switch layout {
+	case JSONArray:
+		b.WriteByte('[')
+	case Wrapped:
+		b.WriteString(`{"batch":[`)
+	}
+	for i := range n {
+		if i > 0 && layout != NDJSON {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"event":"%s%d","id":"%s%d"}`, name, i, name, i)
+		if layout == NDJSON {
+			b.WriteByte('\n')
+		}
+	}
+	switch layout {
+	case JSONArray:
+		b.WriteByte(']')
+	case Wrapped:
+		b.WriteString(`]}`)
+	}
+	return b.Bytes()
+}
+
+// Record is a consumed record with its value decoded.
+type Record struct {
+	Partition int32
+	Offset    int64
+	Key       string
+	Headers   map[string]string
+	Value     []byte
+	Fields    map[string]any // Value as JSON; nil if it is not an object
+}
+
+// Consume reads topic from its start until stop returns true for what was
+// read so far, or fails the test after timeout.
+func Consume(tb testing.TB, brokers []string, topic string, timeout time.Duration, stop func([]Record) bool) []Record {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.AllowAutoTopicCreation())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out []Record
+	for !stop(out) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			tb.Fatalf("consuming %s: gave up after %v with %d records", topic, timeout, len(out))
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			rec := Record{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Headers: map[string]string{}, Value: r.Value}
+			for _, h := range r.Headers {
+				rec.Headers[h.Key] = string(h.Value)
+			}
+			_ = json.Unmarshal(r.Value, &rec.Fields)
+			out = append(out, rec)
+		})
+	}
+	return out
+}
+
+// ConsumeN reads n records of topic, failing after 30 s or if more than n
+// arrive; then, if settle is positive, it reads the topic again from its
+// start for settle and fails if it holds more than n: it proves "exactly n".
+func ConsumeN(tb testing.TB, brokers []string, topic string, n int, settle time.Duration) []Record {
+	tb.Helper()
+	recs := Consume(tb, brokers, topic, 30*time.Second, func(r []Record) bool { return len(r) >= n })
+	if len(recs) != n {
+		tb.Fatalf("topic %s: got %d records, want %d", topic, len(recs), n)
+	}
+	if settle <= 0 {
+		return recs
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), settle)
+	defer cancel()
+	total := 0
+	for ctx.Err() == nil {
+		total += cl.PollFetches(ctx).NumRecords()
+	}
+	if total > n {
+		tb.Fatalf("topic %s: %d records after %v, want exactly %d", topic, total, settle, n)
+	}
+	return recs
+}
