@@ -1,0 +1,18 @@
+package reply
+
+import (
+	"flag"
+
+	"github.com/inlet-dev/inlet/internal/cliflag"
+)
+
+// RegisterFlags binds c's fields to flags of fs named "rpc-" and the
+// setting; the defaults are c's values.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	cliflag.List(fs, &c.Services, "rpc-services", "services POST /v1/rpc/{service} may call, comma-separated, or *; empty disables request-reply")
+	fs.StringVar(&c.TopicPrefix, "rpc-topic-prefix", c.TopicPrefix, "a service's request topic is this prefix and its name")
+	fs.DurationVar(&c.Timeout, "rpc-timeout", c.Timeout, "how long a call waits for its reply when it sends no Inlet-Timeout (504 past it)")
+	fs.DurationVar(&c.MaxTimeout, "rpc-max-timeout", c.MaxTimeout, "the most a caller's Inlet-Timeout may ask for")
+	fs.IntVar(&c.MaxInFlight, "rpc-max-in-flight", c.MaxInFlight, "calls waiting for replies at once (503 past it)")
+	cliflag.Bytes(fs, &c.MaxBodyBytes, "rpc-max-body-bytes", "largest request-reply request body (413 past it)")
+}
