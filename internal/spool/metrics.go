@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "inlet_forwarder_errors_total", Help: "Failed attempts to forward a window of spooled records (retried).",
 		}),
 		ForwarderState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inlet_forwarder_state", Help: "1 for the forwarder's current state: idle, forwarding, retrying, stopped.",
+			Name: "inlet_forwarder_state", Help: "1 for the forwarder's current state: idle, forwarding, stalled, retrying, stopped.",
 		}, []string{"state"}),
 	}
 	if reg != nil {

@@ -21,7 +21,7 @@ type Entry struct {
 type Reader struct {
 	s    *Spool
 	pos  Pos
-	f    *os.File
+	f    file
 	fseg uint64
 	buf  []byte
 }
@@ -92,7 +92,7 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Entry, Pos, error) {
 	}
 	if r.f == nil || r.fseg != seg.base {
 		r.Close()
-		f, err := os.Open(seg.path)
+		f, err := r.s.fs.OpenFile(seg.path, os.O_RDONLY, 0)
 		if err != nil {
 			return nil, r.pos, fmt.Errorf("spool: opening segment for reading: %w", err)
 		}

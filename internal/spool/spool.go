@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -30,6 +31,7 @@ import (
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/ratelog"
 )
 
 // Sync modes.
@@ -119,12 +121,15 @@ type request struct {
 	done   chan error // buffered: the writer never blocks on it
 }
 
-// Spool is a write-ahead log. It is safe for concurrent use.
+// Spool is a write-ahead log. It is safe for concurrent use: appends share
+// one writer goroutine, and acknowledgements (Ack) are applied one at a time.
 type Spool struct {
-	cfg     Config
-	log     *slog.Logger
-	metrics *Metrics
-	lock    *os.File
+	cfg      Config
+	log      *slog.Logger
+	metrics  *Metrics
+	fs       fileSystem
+	lock     *os.File
+	writeLog *ratelog.Limiter // a failing disk fails every request
 
 	reqs       chan *request
 	stop       chan struct{}
@@ -132,12 +137,16 @@ type Spool struct {
 	closeOnce  sync.Once
 
 	// The writer goroutine alone uses these.
-	active *os.File
+	active file
 	wbuf   []byte
 	dirty  bool
 
-	// mu guards what follows. Nothing slow (no I/O but the cursor file)
-	// happens while it is held.
+	// ackMu serializes Ack and the cursor write of Close: the cursor file
+	// and the deletion of delivered segments. It is taken before mu.
+	ackMu sync.Mutex
+
+	// mu guards what follows. Nothing slow (no I/O) happens while it is
+	// held.
 	mu       sync.Mutex
 	segs     []*segment // by base; the last is the active one
 	readable int64      // bytes of the active segment readers may read
@@ -148,14 +157,18 @@ type Spool struct {
 	failed   error // once set, the spool no longer writes
 	closed   bool
 	notify   chan struct{} // closed and replaced when readable data grows
-
-	cursorAt time.Time
+	cursorAt time.Time     // when the cursor was last written
 }
 
 // Open opens (creating if needed) the spool in cfg.Dir, recovers what is
 // there — a torn or corrupt tail is logged and cut at the last good record —
 // and starts its writer. metrics may be nil.
 func Open(cfg Config, log *slog.Logger, metrics *Metrics) (*Spool, error) {
+	return openFS(cfg, log, metrics, osFS{})
+}
+
+// openFS is Open on the file system fsys.
+func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys fileSystem) (*Spool, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -174,7 +187,8 @@ func Open(cfg Config, log *slog.Logger, metrics *Metrics) (*Spool, error) {
 		metrics = NewMetrics(nil)
 	}
 	s := &Spool{
-		cfg: cfg, log: log, metrics: metrics, lock: lock,
+		cfg: cfg, log: log, metrics: metrics, fs: fsys, lock: lock,
+		writeLog:   ratelog.New(log, slog.LevelError, "spool: write failed; the requests are answered 503", 10*time.Second),
 		reqs:       make(chan *request, cfg.QueueLength),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -186,7 +200,7 @@ func Open(cfg Config, log *slog.Logger, metrics *Metrics) (*Spool, error) {
 	}
 	if err := s.roll(); err != nil {
 		lock.Close()
-		return nil, err
+		return nil, fmt.Errorf("spool: %w", err)
 	}
 	metrics.observe(s)
 	go s.writer()
@@ -216,7 +230,7 @@ func (s *Spool) recover() error {
 			return err
 		}
 		if seg.size == 0 {
-			_ = os.Remove(seg.path)
+			_ = s.fs.Remove(seg.path)
 			continue
 		}
 		s.segs = append(s.segs, seg)
@@ -234,7 +248,7 @@ func (s *Spool) recover() error {
 	// between writing the cursor and deleting them.
 	for len(s.segs) > 0 && s.before(s.segs[0], s.acked) {
 		seg := s.segs[0]
-		if err := os.Remove(seg.path); err != nil {
+		if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("spool: removing delivered segment: %w", err)
 		}
 		s.bytes -= seg.size
@@ -255,7 +269,7 @@ func (s *Spool) before(seg *segment, p Pos) bool {
 // scan checks every frame of seg, sets its size and count, and cuts the
 // file at the first bad frame.
 func (s *Spool) scan(seg *segment) error {
-	f, err := os.OpenFile(seg.path, os.O_RDWR, 0)
+	f, err := s.fs.OpenFile(seg.path, os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("spool: opening %s: %w", seg.path, err)
 	}
@@ -317,7 +331,8 @@ func (s *Spool) scan(seg *segment) error {
 }
 
 // roll seals the active segment, if any, and starts a new one at nextSeq.
-// Only Open and the writer call it.
+// Only Open and the writer call it. After a failure the spool has no active
+// segment; the caller stops it.
 func (s *Spool) roll() error {
 	if s.active != nil {
 		if err := s.active.Sync(); err != nil {
@@ -332,13 +347,13 @@ func (s *Spool) roll() error {
 	base := s.nextSeq
 	s.mu.Unlock()
 	path := filepath.Join(s.cfg.Dir, segName(base))
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := s.fs.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("spool: creating segment: %w", err)
+		return fmt.Errorf("creating segment: %w", err)
 	}
-	if err := syncDir(s.cfg.Dir); err != nil {
+	if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
 		f.Close()
-		return err
+		return fmt.Errorf("syncing directory %s: %w", s.cfg.Dir, err)
 	}
 	s.active = f
 	s.mu.Lock()
@@ -352,18 +367,6 @@ func (s *Spool) roll() error {
 	s.readable = 0
 	s.wake()
 	s.mu.Unlock()
-	return nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("spool: opening directory: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("spool: syncing directory: %w", err)
-	}
 	return nil
 }
 
@@ -544,10 +547,10 @@ func (s *Spool) write(batch []*request, size int) error {
 		// Cut what part of the group made it, so the next group follows
 		// whole frames; if even that fails, stop writing.
 		if terr := s.active.Truncate(seg.size); terr != nil {
-			return s.fail(fmt.Errorf("writing: %v; then truncating: %w", err, terr))
+			return s.fail(fmt.Errorf("writing: %w; then truncating: %w", err, terr))
 		}
-		s.log.Error("spool: write failed; the requests are answered 503", "err", err, "bytes", size)
-		return fmt.Errorf("%w: %v", ErrWrite, err)
+		s.writeLog.Log("err", err, "bytes", size)
+		return fmt.Errorf("%w: %w", ErrWrite, err)
 	}
 	if cap(s.wbuf) > 2*s.cfg.MaxGroupBytes {
 		s.wbuf = nil // do not keep a buffer one huge group grew
@@ -594,9 +597,10 @@ func (s *Spool) syncDirty() {
 	}
 }
 
-// fail stops the spool from writing and returns the error Append reports.
+// fail stops the spool from writing for good and returns the error Append
+// reports: it wraps both ErrWrite and err. It logs once.
 func (s *Spool) fail(err error) error {
-	err = fmt.Errorf("%w: %v (restart inlet once the disk is fixed)", ErrWrite, err)
+	err = fmt.Errorf("%w: %w (restart inlet once the disk is fixed)", ErrWrite, err)
 	s.mu.Lock()
 	if s.failed == nil {
 		s.failed = err
@@ -639,8 +643,17 @@ func (s *Spool) Delivered() Pos {
 // Ack records that every record before p was delivered, and deletes the
 // segments wholly before it. The cursor is written before any deletion;
 // a crash at any point leads to records being sent again, never skipped.
+// It is safe for concurrent use: acks are applied one at a time, and one
+// behind the delivered position does nothing. A failed deletion is tried
+// again by the next Ack. After Close it returns ErrClosed.
 func (s *Spool) Ack(p Pos) error {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
 	if p.Seq < s.acked.Seq {
 		s.mu.Unlock()
 		return nil
@@ -661,10 +674,11 @@ func (s *Spool) Ack(p Pos) error {
 		}
 	}
 	for _, seg := range del {
-		if err := os.Remove(seg.path); err != nil {
-			return fmt.Errorf("spool: deleting delivered segment: %w", err)
+		if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("spool: deleting delivered segment %s: %w", filepath.Base(seg.path), err)
 		}
 		s.mu.Lock()
+		// Only Ack removes segments, in order, under ackMu: seg is the first.
 		s.bytes -= seg.size
 		s.segs = s.segs[1:]
 		s.mu.Unlock()
@@ -673,11 +687,12 @@ func (s *Spool) Ack(p Pos) error {
 }
 
 // saveCursor writes p to the cursor file atomically (write, rename).
+// s.ackMu must be held.
 func (s *Spool) saveCursor(p Pos, durable bool) error {
 	path := filepath.Join(s.cfg.Dir, "cursor")
 	tmp := path + ".tmp"
 	data := fmt.Sprintf("%d %d %d\n", p.Seg, p.Off, p.Seq)
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("spool: writing cursor: %w", err)
 	}
@@ -689,7 +704,7 @@ func (s *Spool) saveCursor(p Pos, durable bool) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = s.fs.Rename(tmp, path)
 	}
 	if err != nil {
 		return fmt.Errorf("spool: writing cursor: %w", err)
@@ -749,7 +764,9 @@ func (s *Spool) Close() error {
 		s.mu.Unlock()
 		close(s.stop)
 		<-s.writerDone
+		s.ackMu.Lock()
 		err = s.saveCursor(s.Delivered(), true)
+		s.ackMu.Unlock()
 		s.lock.Close()
 	})
 	return err

@@ -17,27 +17,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
 
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
-// logBuffer captures a spool's logs.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func testConfig(dir string) Config {
 	cfg := DefaultConfig()
@@ -45,11 +31,19 @@ func testConfig(dir string) Config {
 	return cfg
 }
 
-func open(tb testing.TB, cfg Config) (*Spool, *logBuffer, *Metrics) {
+// open opens a spool on cfg, closed at the end of the test, with its logs
+// kept and its metrics registered.
+func open(tb testing.TB, cfg Config) (*Spool, *testkit.LogBuffer, *Metrics) {
 	tb.Helper()
-	logs := &logBuffer{}
+	return openOn(tb, cfg, osFS{})
+}
+
+// openOn is open on the file system fsys.
+func openOn(tb testing.TB, cfg Config, fsys fileSystem) (*Spool, *testkit.LogBuffer, *Metrics) {
+	tb.Helper()
+	log, logs := testkit.NewLogBuffer()
 	m := NewMetrics(prometheus.NewRegistry())
-	s, err := Open(cfg, slog.New(slog.NewTextHandler(logs, nil)), m)
+	s, err := openFS(cfg, log, m, fsys)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -65,18 +59,20 @@ func rec(id string) event.Record {
 	}
 }
 
-// readAll reads every record after from until none comes for a moment.
+// readAll reads every record after from that is readable now: Next with
+// a done context returns what is there, and the context's error once
+// nothing is.
 func readAll(tb testing.TB, s *Spool, from Pos) ([]Entry, Pos) {
 	tb.Helper()
 	r := s.NewReader(from)
 	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
 	var out []Entry
 	pos := from
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		es, p, err := r.Next(ctx, 64<<10)
-		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, context.Canceled) {
 			return out, pos
 		}
 		if err != nil {
@@ -478,9 +474,7 @@ func TestIntervalSync(t *testing.T) {
 		}
 	}
 	// The ticker fsyncs within an interval; allow for a loaded machine.
-	for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(m.Fsyncs) < 1 && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.WaitFor(t, 5*time.Second, "an interval fsync", func() bool { return testutil.ToFloat64(m.Fsyncs) >= 1 })
 	if f := testutil.ToFloat64(m.Fsyncs); f < 1 || f >= 50 {
 		t.Fatalf("%v fsyncs for 50 appends with interval sync", f)
 	}
