@@ -50,13 +50,16 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// writePixel is write for the pixel: on failure it still answers an image.
+// writePixel is write for the pixel: on failure it still answers an image,
+// with the pixel's headers and write's Retry-After.
 func (s *Server) writePixel(w http.ResponseWriter, r *http.Request, recs []event.Record) bool {
-	sw := &pixelFailure{header: w.Header()}
-	if s.write(sw, r, recs) {
+	failed := &pixelFailure{header: http.Header{}}
+	if s.write(failed, r, recs) {
 		return true
 	}
-	w.Header().Set("Content-Type", "image/gif")
+	if ra := failed.header.Get("Retry-After"); ra != "" {
+		w.Header().Set("Retry-After", ra)
+	}
 	w.WriteHeader(http.StatusServiceUnavailable)
 	if r.Method != http.MethodHead {
 		_, _ = w.Write(gif)
@@ -64,7 +67,8 @@ func (s *Server) writePixel(w http.ResponseWriter, r *http.Request, recs []event
 	return false
 }
 
-// pixelFailure swallows the JSON error body write produces, keeping its headers.
+// pixelFailure swallows the JSON error answer write produces, body and
+// headers (its Content-Type and Cache-Control are not the image's).
 type pixelFailure struct{ header http.Header }
 
 func (p *pixelFailure) Header() http.Header         { return p.header }
