@@ -84,7 +84,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, taken *int64) 
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return nil, errorf(http.StatusRequestEntityTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
 	}
-	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	body := http.MaxBytesReader(rootWriter(w), r.Body, s.cfg.MaxBodyBytes)
 	var src io.Reader = body
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	switch enc {
@@ -127,6 +127,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, taken *int64) 
 		return nil, s.bodyReadError(err, enc)
 	}
 	return buf, nil
+}
+
+// rootWriter is the ResponseWriter net/http gave the handler, under every
+// wrapper with an Unwrap method. http.MaxBytesReader needs it: past the limit
+// it tells the server to close the connection after the answer, rather than
+// read the rest of the body, and it cannot through a wrapper.
+func rootWriter(w http.ResponseWriter) http.ResponseWriter {
+	for {
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		w = u.Unwrap()
+	}
 }
 
 var (

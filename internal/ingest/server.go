@@ -54,11 +54,15 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("/i.gif", s.route("pixel", []string{http.MethodGet, http.MethodHead}, s.servePixel))
 }
 
-// statusWriter records the status for metrics.
+// statusWriter records the status for metrics. Unwrap lets
+// http.ResponseController reach the connection through it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 }
+
+// Unwrap returns the wrapped ResponseWriter.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
