@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,8 +51,9 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer) (*S
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("/v1/batch", s.route("batch", []string{http.MethodPost}, s.serveBatch))
 	mux.Handle("/v1/track", s.route("track", []string{http.MethodPost}, s.serveTrack))
-	mux.Handle("/i", s.route("pixel", []string{http.MethodGet, http.MethodHead}, s.servePixel))
-	mux.Handle("/i.gif", s.route("pixel", []string{http.MethodGet, http.MethodHead}, s.servePixel))
+	pixel := s.route("pixel", []string{http.MethodGet, http.MethodHead}, s.servePixel)
+	mux.Handle("/i", pixel)
+	mux.Handle("/i.gif", pixel)
 }
 
 // statusWriter records the status for metrics. Unwrap lets
@@ -78,9 +80,37 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// routeMetrics are one route's metric children, resolved once rather than
+// per request: the duration observer when the route is made, the request
+// counter of a status the first time the route answers it. It is safe for
+// concurrent use.
+type routeMetrics struct {
+	name     string
+	requests *prometheus.CounterVec
+	duration prometheus.Observer
+	// codes maps a status (int) to its prometheus.Counter. It holds at most
+	// the statuses the server answers, a dozen.
+	codes sync.Map
+}
+
+func newRouteMetrics(m *Metrics, name string) *routeMetrics {
+	return &routeMetrics{name: name, requests: m.Requests, duration: m.Duration.WithLabelValues(name)}
+}
+
+// observe counts one answer with status code that took d.
+func (m *routeMetrics) observe(code int, d time.Duration) {
+	c, ok := m.codes.Load(code)
+	if !ok {
+		c, _ = m.codes.LoadOrStore(code, m.requests.WithLabelValues(m.name, strconv.Itoa(code)))
+	}
+	c.(prometheus.Counter).Inc()
+	m.duration.Observe(d.Seconds())
+}
+
 // route wraps a handler with method checks, CORS and metrics.
 func (s *Server) route(name string, methods []string, h http.HandlerFunc) http.Handler {
 	allow := strings.Join(append(append([]string{}, methods...), http.MethodOptions), ", ")
+	rm := newRouteMetrics(s.metrics, name)
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		w := &statusWriter{ResponseWriter: rw}
@@ -89,8 +119,7 @@ func (s *Server) route(name string, methods []string, h http.HandlerFunc) http.H
 			if code == 0 {
 				code = http.StatusOK
 			}
-			s.metrics.Requests.WithLabelValues(name, strconv.Itoa(code)).Inc()
-			s.metrics.Duration.WithLabelValues(name).Observe(time.Since(start).Seconds())
+			rm.observe(code, time.Since(start))
 		}()
 		if r.Method == http.MethodOptions {
 			s.preflight(w, r, allow)
