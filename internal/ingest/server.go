@@ -16,7 +16,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/ratelog"
 )
+
+// sinkWarnEvery is how often a failing sink is logged: an outage fails every
+// request, and one line per 503 would flood the log.
+const sinkWarnEvery = 10 * time.Second
 
 // Server serves the ingest endpoints. It is safe for concurrent use.
 type Server struct {
@@ -28,6 +33,8 @@ type Server struct {
 	origins map[string]bool
 	now     func() time.Time
 	budget  *budget
+	// sinkWarn logs failed sink writes once per sinkWarnEvery, with a count.
+	sinkWarn *ratelog.Limiter
 }
 
 // New creates a Server writing to sink. reg may be nil.
@@ -36,7 +43,8 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer) (*S
 		return nil, err
 	}
 	s := &Server{cfg: cfg, sink: sink, log: log, metrics: NewMetrics(reg), origins: map[string]bool{}, now: time.Now,
-		budget: &budget{max: cfg.MaxInflightBytes}}
+		budget:   &budget{max: cfg.MaxInflightBytes},
+		sinkWarn: ratelog.New(log, slog.LevelWarn, "sink write failed", sinkWarnEvery)}
 	for _, o := range cfg.AllowedOrigins {
 		if o == "*" {
 			s.anyOrig = true
@@ -295,7 +303,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Reco
 		kind, msg = "client_gone", "client went away before events were acknowledged"
 	}
 	s.metrics.SinkErrors.WithLabelValues(kind).Inc()
-	s.log.Warn("sink write failed", "kind", kind, "records", len(recs), "err", err)
+	s.sinkWarn.Log("kind", kind, "records", len(recs), "err", err)
 	herr := errorf(http.StatusServiceUnavailable, "%s", msg)
 	herr.retry = true
 	s.writeError(w, herr)
