@@ -19,8 +19,12 @@ import (
 // enqueued) and returns nil only then. It must be safe for concurrent use.
 // An error means the request is answered 503 and the client should retry;
 // records of a failed Write may still be delivered (at-least-once).
-// Write must not keep recs or their byte slices after it returns unless it
-// copied them; the caller does not reuse them.
+//
+// recs and every byte slice in them are the sink's once Write is called: the
+// caller only reads them afterwards, never changes or reuses them, and none of
+// them aliases the pooled buffer the request body was read into. A sink may
+// therefore keep them after Write returns without copying (ack=none hands them
+// to the Kafka client, which sends them later).
 type Sink interface {
 	Write(ctx context.Context, recs []event.Record) error
 }

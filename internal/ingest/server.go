@@ -243,7 +243,9 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 }
 
 // build turns one raw event into its record, or into a dead-letter record
-// and the reason when it is invalid.
+// and the reason when it is invalid. The record aliases nothing of raw
+// (Parse decodes into fresh values, Record encodes into a fresh buffer,
+// deadLetter copies), so the sink may keep it (see Sink).
 func (s *Server) build(raw []byte, meta event.Meta) (event.Record, *event.Invalid) {
 	e, bad := event.Parse(raw, s.cfg.MaxEventBytes)
 	if bad != nil {
