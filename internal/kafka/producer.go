@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/ratelog"
 )
 
 // Config configures the producer. The zero value is not valid; start from
@@ -29,7 +30,10 @@ type Config struct {
 	MaxBufferedBytes int
 	// MaxBufferedRecords bounds the number of records not yet acknowledged.
 	MaxBufferedRecords int
-	// BatchMaxBytes caps one partition batch (and so one record).
+	// BatchMaxBytes caps one partition batch (and so one record). Keep it
+	// at most the topic's max.message.bytes: a larger record then fails
+	// alone, before it is sent, where the broker would refuse its whole
+	// batch and so fail other records of that partition with it.
 	BatchMaxBytes int32
 	// DeliveryTimeout bounds how long a record may wait for Kafka before it
 	// fails (kgo.RecordDeliveryTimeout); 0 means retry until the context
@@ -69,6 +73,9 @@ func (c Config) Validate() error {
 	if c.Linger < 0 || c.DeliveryTimeout < 0 {
 		return errors.New("kafka: linger and delivery timeout must not be negative")
 	}
+	if c.Linger > time.Minute {
+		return fmt.Errorf("kafka: linger %v is longer than a minute", c.Linger)
+	}
 	return nil
 }
 
@@ -94,12 +101,18 @@ func Codec(name string) (kgo.CompressionCodec, error) {
 // push back (HTTP 503 with Retry-After) rather than wait.
 var ErrFull = errors.New("kafka: producer buffer full")
 
+// undeliveredLogInterval is how often TryProduce's lost records are
+// logged: in an outage every buffered record fails, and one line per record
+// would flood the log.
+const undeliveredLogInterval = 10 * time.Second
+
 // Producer is an idempotent, acks=all producer. It is safe for concurrent use.
 type Producer struct {
-	cfg     Config
-	cl      *kgo.Client
-	log     *slog.Logger
-	metrics *Metrics
+	cfg         Config
+	cl          *kgo.Client
+	log         *slog.Logger
+	metrics     *Metrics
+	undelivered *ratelog.Limiter // TryProduce's records that failed
 
 	closeOnce sync.Once
 }
@@ -107,6 +120,11 @@ type Producer struct {
 // NewProducer creates a producer. It does not contact the brokers; use Ping.
 // metrics may be nil.
 func NewProducer(cfg Config, log *slog.Logger, metrics *Metrics) (*Producer, error) {
+	return newProducer(cfg, log, metrics)
+}
+
+// newProducer is NewProducer with extra client options, for tests.
+func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Opt) (*Producer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -126,6 +144,10 @@ func NewProducer(cfg Config, log *slog.Logger, metrics *Metrics) (*Producer, err
 		kgo.AllowAutoTopicCreation(),
 		kgo.WithHooks(metrics),
 		kgo.WithLogger(Logger(log)),
+		// Closing the client waits up to a second for a last push of
+		// client metrics (KIP-714), past Close's context when Kafka hangs;
+		// inlet's own metrics are in Prometheus.
+		kgo.DisableClientMetrics(),
 	}
 	if cfg.DeliveryTimeout > 0 {
 		opts = append(opts, kgo.RecordDeliveryTimeout(cfg.DeliveryTimeout))
@@ -133,12 +155,16 @@ func NewProducer(cfg Config, log *slog.Logger, metrics *Metrics) (*Producer, err
 	if cfg.Sticky {
 		opts = append(opts, kgo.RecordPartitioner(kgo.StickyPartitioner()))
 	}
+	opts = append(opts, extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
 	metrics.bufferedBytes(cl)
-	return &Producer{cfg: cfg, cl: cl, log: log, metrics: metrics}, nil
+	return &Producer{
+		cfg: cfg, cl: cl, log: log, metrics: metrics,
+		undelivered: ratelog.New(log, slog.LevelError, "kafka: records not delivered", undeliveredLogInterval),
+	}, nil
 }
 
 // Client returns the underlying client, for reading metadata.
@@ -167,11 +193,15 @@ func toKgo(r *event.Record) *kgo.Record {
 	return kr
 }
 
-// ProduceSync delivers recs and blocks until Kafka acknowledged every one of
-// them (acks=all), one failed, or ctx is done. It returns nil only when all
-// were acknowledged. It fails at once with ErrFull when the buffer cannot take
-// recs. Records outlive ctx: once enqueued they are delivered or fail by the
-// delivery timeout, so a request that gave up may still land (at-least-once).
+// ProduceSync delivers recs and blocks until every one of them was
+// acknowledged by Kafka (acks=all) or failed, or ctx is done. It returns nil
+// only when all were acknowledged, else the first failure. It fails at once,
+// enqueuing nothing, with ErrFull when the buffer cannot take recs. The
+// records are not a transaction: when one fails (too large, an invalid
+// topic), the others are still delivered, but for those in a partition
+// batch the broker refused with it (see BatchMaxBytes). Records outlive ctx: once enqueued
+// they are delivered or fail by the delivery timeout, so a request that gave
+// up may still land (at-least-once).
 func (p *Producer) ProduceSync(ctx context.Context, recs []event.Record) error {
 	d, err := p.Produce(recs)
 	if err != nil {
@@ -257,8 +287,8 @@ func (d *Delivery) Err() error {
 	return nil
 }
 
-// Wait blocks until Kafka acknowledged every record of d (nil), one failed,
-// or ctx is done. It may be called again after ctx ended.
+// Wait blocks until every record of d was acknowledged (nil) or failed (the
+// first failure), or ctx is done. It may be called again after ctx ended.
 func (d *Delivery) Wait(ctx context.Context) error {
 	select {
 	case <-d.done:
@@ -277,8 +307,10 @@ func (d *Delivery) Wait(ctx context.Context) error {
 
 // TryProduce enqueues recs for delivery without waiting for Kafka. It fails
 // at once with ErrFull, enqueuing nothing, when the buffer cannot take recs.
-// Delivery failures after that are logged and counted in
-// inlet_producer_undelivered_records_total: with ack=none they are lost.
+// Delivery failures after that are counted in
+// inlet_producer_undelivered_records_total and logged once per
+// undeliveredLogInterval with the number since the last line: with ack=none
+// they are lost.
 func (p *Producer) TryProduce(recs []event.Record) error {
 	if !p.room(recs) {
 		return ErrFull
@@ -291,7 +323,7 @@ func (p *Producer) TryProduce(recs []event.Record) error {
 				return
 			}
 			p.metrics.Undelivered.Inc()
-			p.log.Error("record not delivered", "topic", r.Topic, "err", err)
+			p.undelivered.Log("topic", r.Topic, "err", err)
 		})
 	}
 	return nil
@@ -316,9 +348,12 @@ func (p *Producer) fits(bytes, records int) bool {
 		p.cl.BufferedProduceRecords()+int64(records) <= int64(p.cfg.MaxBufferedRecords)*9/10
 }
 
+// classify maps a record's failure to what callers act on: kgo's hard buffer
+// limit is ErrFull (push back), anything else a failure to produce. Both keep
+// err in the chain.
 func classify(err error) error {
 	if errors.Is(err, kgo.ErrMaxBuffered) {
-		return ErrFull
+		return fmt.Errorf("%w: %w", ErrFull, err)
 	}
 	return fmt.Errorf("producing to kafka: %w", err)
 }
@@ -328,8 +363,11 @@ func (p *Producer) Flush(ctx context.Context) error {
 	return p.cl.Flush(ctx)
 }
 
-// Close flushes what is buffered (bounded by ctx) and closes the client.
-// Records still unacknowledged when ctx ends fail.
+// Close flushes what is buffered (bounded by ctx) and closes the client. It
+// returns ctx's error if ctx ended first, and does not block much past ctx
+// even when Kafka hangs. Records still unacknowledged then fail with
+// kgo.ErrClientClosed; their Deliveries and ProduceFunc callbacks may learn
+// it shortly after Close returns. Calls after the first return nil.
 func (p *Producer) Close(ctx context.Context) error {
 	var err error
 	p.closeOnce.Do(func() {
