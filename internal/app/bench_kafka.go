@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/cliflag"
+
 	"github.com/inlet-dev/inlet/internal/bench"
 )
 
@@ -85,8 +87,8 @@ func ParseBenchKafka(args []string, env Env) (BenchKafkaConfig, error) {
 	cfg.Run.Timeout = 30 * time.Second
 	r, k := &cfg.Run, &cfg.Kafka
 	fs := newFlags("bench kafka", env)
-	var brokers listFlag
-	fs.Var(&brokers, "brokers", "Kafka seed brokers, `host:port,...` (required)")
+	var brokers []string
+	cliflag.List(fs, &brokers, "brokers", "Kafka seed brokers, `host:port,...` (required)")
 	fs.StringVar(&k.Topic, "topic", k.Topic, "topic to produce to (created with the broker's defaults if missing)")
 	fs.IntVar(&k.RecordBytes, "record-size", k.RecordBytes, "bytes of each record's value")
 	fs.Int64Var(&cfg.Records, "records", 0, "measure this many records (instead of --duration)")

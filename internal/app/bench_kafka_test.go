@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/bench"
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 func TestParseBenchKafka(t *testing.T) {
@@ -70,12 +71,12 @@ func TestMainBenchKafkaErrors(t *testing.T) {
 
 func TestBenchKafkaCommand(t *testing.T) {
 	t.Parallel()
-	brokers := strings.Join(testBrokers(t), ",")
+	brokers := strings.Join(testkit.Brokers(t), ",")
 	dir := t.TempDir()
 	files := map[string]string{"json": filepath.Join(dir, "r.json"), "hdr": filepath.Join(dir, "r.hgrm"), "html": filepath.Join(dir, "r.html")}
 
 	env, out, errb := testEnv(nil)
-	code := Main(context.Background(), []string{"bench", "kafka", "--brokers", brokers, "--topic", uniqueTopic(t),
+	code := Main(context.Background(), []string{"bench", "kafka", "--brokers", brokers, "--topic", testkit.Unique(t, "t-"),
 		"--records", "500", "--warmup", "100", "--concurrency", "20", "--linger", "1ms",
 		"--json", files["json"], "--hdr", files["hdr"], "--html", files["html"]}, env)
 	if code != 0 {
@@ -106,7 +107,7 @@ func TestBenchKafkaCommand(t *testing.T) {
 
 	// End to end, open loop, the JSON report on stdout.
 	env, out, errb = testEnv(nil)
-	code = Main(context.Background(), []string{"bench", "kafka", "--brokers", brokers, "--topic", uniqueTopic(t), "--e2e",
+	code = Main(context.Background(), []string{"bench", "kafka", "--brokers", brokers, "--topic", testkit.Unique(t, "t-"), "--e2e",
 		"--throughput", "200", "--duration", "500ms", "--warmup", "100ms", "--acks", "1", "--json", "-"}, env)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())

@@ -8,10 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inlet-dev/inlet/internal/ingest"
+	"github.com/inlet-dev/inlet/internal/gateway"
 )
-
-func parseProxiesT(s string) ([]netip.Prefix, error) { return ingest.ParseProxies(s) }
 
 func testEnv(vars map[string]string) (Env, *bytes.Buffer, *bytes.Buffer) {
 	var out, errb bytes.Buffer
@@ -39,19 +37,15 @@ func TestParseServe(t *testing.T) {
 	if len(cfg.Ingest.TrustedProxies) != 2 || !cfg.Ingest.TrustedProxies[1].Contains(netip.MustParseAddr("192.0.2.1")) {
 		t.Errorf("trusted proxies %v", cfg.Ingest.TrustedProxies)
 	}
-	rc := cfg.rpcKafka(cfg.Brokers)
-	if rc.ClientID != "inlet-rpc" || rc.Compression != "none" || rc.Linger != time.Millisecond || !rc.Sticky ||
-		rc.MaxBufferedBytes != cfg.Kafka.MaxBufferedBytes || strings.Join(rc.Brokers, ",") != "k1:9092,k2:9092" {
-		t.Errorf("request-reply producer: %+v", rc)
-	}
-	if cfg, _, err = ParseServe([]string{"--rpc-linger", "5ms", "--rpc-compression", "zstd", "--client-id", "gw"}, env); err != nil {
+	if cfg, _, err = ParseServe([]string{"--rpc-linger", "5ms", "--rpc-compression", "zstd", "--client-id", "gw", "--spool-max-bytes", "2GiB", "--broker-listen", "127.0.0.1:0"}, env); err != nil {
 		t.Fatal(err)
 	}
-	if rc := cfg.rpcKafka(nil); rc.Linger != 5*time.Millisecond || rc.Compression != "zstd" || rc.ClientID != "gw-rpc" || cfg.Kafka.Compression != "lz4" {
-		t.Errorf("--rpc-linger, --rpc-compression, --client-id: %+v", rc)
+	if cfg.RPCLinger != 5*time.Millisecond || cfg.RPCCompression != "zstd" || cfg.Kafka.ClientID != "gw" || cfg.Kafka.Compression != "lz4" ||
+		cfg.Spool.MaxBytes != 2<<30 || cfg.Broker.Listen != "127.0.0.1:0" {
+		t.Errorf("--rpc-linger, --rpc-compression, --client-id, --spool-max-bytes, --broker-listen: %+v", cfg)
 	}
-	d := DefaultServeConfig()
-	if d.Ingest.MaxBodyBytes != 1<<20 || d.Ingest.MaxEvents != 500 || d.Ingest.MaxEventBytes != 32<<10 || d.Ack != AckSpool {
+	d := gateway.DefaultConfig()
+	if d.Ingest.MaxBodyBytes != 1<<20 || d.Ingest.MaxEvents != 500 || d.Ingest.MaxEventBytes != 32<<10 || d.Ack != gateway.AckSpool {
 		t.Errorf("documented defaults changed: %+v", d)
 	}
 }
@@ -71,7 +65,7 @@ func TestMainErrors(t *testing.T) {
 		{"bad ack", []string{"serve", "--ack", "maybe"}, nil, 1, `--ack "maybe"`},
 		{"bad spool sync", []string{"serve", "--spool-sync", "sometimes"}, nil, 1, `sync "sometimes"`},
 		{"spool smaller than a segment", []string{"serve", "--spool-max-bytes", "1MiB"}, nil, 1, "below the segment size"},
-		{"bad proxies", []string{"serve", "--trusted-proxies", "nope"}, nil, 1, "not an IP or CIDR"},
+		{"bad proxies", []string{"serve", "--trusted-proxies", "nope"}, nil, 2, "not an IP or CIDR"},
 		{"bad origin", []string{"serve", "--cors-origins", "example.com"}, nil, 1, "CORS origin"},
 		{"bad rpc compression", []string{"serve", "--rpc-compression", "brotli"}, nil, 1, `--rpc-compression: kafka: unknown compression "brotli"`},
 		{"negative rpc linger", []string{"serve", "--rpc-linger", "-1ms"}, nil, 1, "--rpc-linger must not be negative"},

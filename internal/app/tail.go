@@ -10,6 +10,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/inlet-dev/inlet/internal/cliflag"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -27,8 +29,7 @@ type TailConfig struct {
 func runTail(ctx context.Context, args []string, env Env) error {
 	cfg := TailConfig{Brokers: []string{"127.0.0.1:9092"}, Topic: "events", From: "end", Format: "json"}
 	fs := newFlags("tail", env)
-	brokers := listFlag(cfg.Brokers)
-	fs.Var(&brokers, "brokers", "Kafka seed brokers, comma-separated host:port")
+	cliflag.List(fs, &cfg.Brokers, "brokers", "Kafka seed brokers, comma-separated host:port")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic to read")
 	fs.StringVar(&cfg.From, "from", cfg.From, "where to start: beginning or end")
 	fs.IntVar(&cfg.N, "n", 0, "stop after this many records (0: follow until interrupted)")
@@ -37,7 +38,6 @@ func runTail(ctx context.Context, args []string, env Env) error {
 	if err := parseFlags(fs, args, env); err != nil {
 		return err
 	}
-	cfg.Brokers = brokers
 	return Tail(ctx, cfg, env.Stdout)
 }
 

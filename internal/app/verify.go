@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/cliflag"
+
 	"github.com/inlet-dev/inlet/internal/verify"
 )
 
@@ -38,10 +40,9 @@ func (c VerifyConfig) Validate() error {
 func ParseVerify(args []string, env Env) (VerifyConfig, error) {
 	cfg := VerifyConfig{Load: verify.DefaultLoadConfig(), Brokers: []string{"127.0.0.1:9092"}, Topic: "events", Settle: 30 * time.Second}
 	fs := newFlags("verify", env)
-	brokers := listFlag(cfg.Brokers)
 	l := &cfg.Load
 	fs.StringVar(&l.Target, "target", l.Target, "the gateway to check: http://host:port")
-	fs.Var(&brokers, "brokers", "Kafka seed brokers the gateway writes to, comma-separated host:port")
+	cliflag.List(fs, &cfg.Brokers, "brokers", "Kafka seed brokers the gateway writes to, comma-separated host:port")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic the gateway writes events to")
 	fs.IntVar(&l.Events, "events", l.Events, "events to send")
 	fs.DurationVar(&l.Duration, "duration", 0, "send for this long instead of a number of --events")
@@ -57,7 +58,6 @@ func ParseVerify(args []string, env Env) (VerifyConfig, error) {
 	if l.Run == "" {
 		l.Run = verify.NewRun()
 	}
-	cfg.Brokers = brokers
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	usage := func(err error) error {

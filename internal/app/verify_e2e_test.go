@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/gateway"
+	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/testkit"
 	"github.com/inlet-dev/inlet/internal/verify"
 )
 
@@ -31,12 +34,12 @@ func runVerifyMain(t *testing.T, args ...string) (code int, rep verify.Report, s
 // TestVerify runs the checker against a healthy gateway: everything sent is
 // acknowledged and delivered, once.
 func TestVerify(t *testing.T) {
-	brokers := testBrokers(t)
-	topic := uniqueTopic(t)
-	cfg := testConfig(brokers, topic)
-	cfg.Ack = AckKafka
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "t-")
+	cfg := gatewaytest.Config(t, brokers, topic)
+	cfg.Ack = gateway.AckKafka
 	cfg.DataDir = t.TempDir()
-	g := startGateway(t, cfg)
+	g := gatewaytest.Start(t, cfg)
 	common := []string{"--target", "http://" + g.Addr(), "--brokers", strings.Join(brokers, ","), "--topic", topic,
 		"--settle", "10s"}
 
@@ -77,13 +80,13 @@ func TestVerify(t *testing.T) {
 // TestVerifyCatchesLoss: a gateway that acknowledges (ack=none, 202) but
 // cannot reach its Kafka loses everything; verify must say so and exit 1.
 func TestVerifyCatchesLoss(t *testing.T) {
-	brokers := testBrokers(t) // where verify looks for the events
-	topic := uniqueTopic(t)
-	cfg := testConfig([]string{freeAddr(t)}, topic)
-	cfg.Ack = AckNone
+	brokers := testkit.Brokers(t) // where verify looks for the events
+	topic := testkit.Unique(t, "t-")
+	cfg := gatewaytest.Config(t, []string{testkit.FreeAddr(t)}, topic)
+	cfg.Ack = gateway.AckNone
 	cfg.DataDir = t.TempDir()
 	cfg.ShutdownTimeout = time.Second // nothing can be flushed anyway
-	g := startGateway(t, cfg)
+	g := gatewaytest.Start(t, cfg)
 
 	start := time.Now()
 	code, rep, stderr := runVerifyMain(t, "--target", "http://"+g.Addr(), "--brokers", strings.Join(brokers, ","),
@@ -107,9 +110,9 @@ func TestVerifyCatchesLoss(t *testing.T) {
 
 // TestVerifyNothingAcknowledged: a target that answers nothing is not a pass.
 func TestVerifyNothingAcknowledged(t *testing.T) {
-	brokers := testBrokers(t)
-	code, rep, stderr := runVerifyMain(t, "--target", "http://"+freeAddr(t), "--brokers", strings.Join(brokers, ","),
-		"--topic", uniqueTopic(t), "--events", "10", "--settle", "1s")
+	brokers := testkit.Brokers(t)
+	code, rep, stderr := runVerifyMain(t, "--target", "http://"+testkit.FreeAddr(t), "--brokers", strings.Join(brokers, ","),
+		"--topic", testkit.Unique(t, "t-"), "--events", "10", "--settle", "1s")
 	if code != 1 || rep.Sent != 10 || rep.Acknowledged != 0 || rep.Status["refused"] != 2 ||
 		!strings.Contains(stderr, "acknowledged no event") {
 		t.Errorf("exit %d, report %+v, stderr:\n%s\nwant exit 1 with 2 refused requests", code, rep, stderr)

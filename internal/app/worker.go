@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/cliflag"
+
 	"github.com/inlet-dev/inlet/internal/worker"
 )
 
@@ -67,9 +69,8 @@ func ParseWorker(args []string, env Env) (WorkerConfig, error) {
 	}}
 	w := &cfg.Worker
 	fs := newFlags("worker", env)
-	brokers := listFlag(w.Brokers)
 	fs.StringVar(&w.Service, "service", "", "`NAME` of the service to answer (required)")
-	fs.Var(&brokers, "brokers", "Kafka seed brokers, comma-separated host:port")
+	cliflag.List(fs, &w.Brokers, "brokers", "Kafka seed brokers, comma-separated host:port")
 	fs.StringVar(&w.Topic, "topic", "", "request topic (default rpc.<service>)")
 	fs.StringVar(&w.Group, "group", "", "consumer group; a new one starts a minute back in the topic, older requests being past their deadline (default inlet-worker.<service>)")
 	fs.IntVar(&w.Concurrency, "concurrency", w.Concurrency, "requests handled at once at most; when all are busy, fetching waits")
@@ -86,7 +87,6 @@ func ParseWorker(args []string, env Env) (WorkerConfig, error) {
 	if err := parseFlags(fs, args, env); err != nil {
 		return cfg, err
 	}
-	w.Brokers = brokers
 	if cfg.Echo && cfg.MaxDelay == 0 {
 		cfg.MaxDelay = cfg.MinDelay // --min-delay alone: a fixed delay
 	}

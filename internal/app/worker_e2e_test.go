@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/reply"
+	"github.com/inlet-dev/inlet/internal/testkit"
 	"github.com/inlet-dev/inlet/internal/worker"
 )
 
@@ -36,8 +36,8 @@ type testWorker struct {
 // answers requests.
 func runTestWorker(t *testing.T, args ...string) *testWorker {
 	t.Helper()
-	brokers := testBrokers(t)
-	service := uniqueTopic(t)
+	brokers := testkit.Brokers(t)
+	service := testkit.Unique(t, "t-")
 	topic := "rpc." + service
 	env := Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 	cfg, err := ParseWorker(append([]string{"--service", service, "--brokers", strings.Join(brokers, ",")}, args...), env)
@@ -54,7 +54,7 @@ func runTestWorker(t *testing.T, args ...string) *testWorker {
 	tw := &testWorker{t: t, brokers: brokers, topic: topic, m: worker.NewMetrics(nil), cl: cl}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Worker(ctx, cfg, testLogger(t), tw.m) }()
+	go func() { done <- Worker(ctx, cfg, testkit.Logger(t), tw.m) }()
 	var stopped bool
 	var stopErr error
 	tw.stop = func() error {
@@ -78,7 +78,7 @@ func runTestWorker(t *testing.T, args ...string) *testWorker {
 
 	// A new group starts at the end of the topic: requests sent before the
 	// worker has its partitions are not seen. Send until one is answered.
-	warm := readerOf(t, brokers, uniqueTopic(t)+"-warm")
+	warm := readerOf(t, brokers, testkit.Unique(t, "t-")+"-warm")
 	deadline := time.Now().Add(30 * time.Second)
 	for i := 0; ; i++ {
 		tw.send(tw.request(fmt.Sprintf("warm-%d", i), "kafka:"+warm.topic, 5*time.Second, nil))
@@ -180,7 +180,7 @@ func (r *replyReader) read(t *testing.T, n int, timeout time.Duration, must bool
 // under its own correlation id; an expired request is skipped and counted.
 func TestWorkerEcho(t *testing.T) {
 	tw := runTestWorker(t, "--echo", "--min-delay", "50ms", "--max-delay", "100ms")
-	replies := readerOf(t, tw.brokers, uniqueTopic(t)+"-replies")
+	replies := readerOf(t, tw.brokers, testkit.Unique(t, "t-")+"-replies")
 
 	const n = 200
 	recs := make([]*kgo.Record, n)
@@ -213,7 +213,7 @@ func TestWorkerEcho(t *testing.T) {
 	// Expired: already past its deadline when the worker reads it.
 	handled := testutil.ToFloat64(tw.m.Handled)
 	tw.send(tw.request("expired", "kafka:"+replies.topic, -time.Second, []byte("late")))
-	waitFor(t, 10*time.Second, "the expired request counted", func() bool { return testutil.ToFloat64(tw.m.SkippedExpired) == 1 })
+	testkit.WaitFor(t, 10*time.Second, "the expired request counted", func() bool { return testutil.ToFloat64(tw.m.SkippedExpired) == 1 })
 	if extra := replies.read(t, 1, 500*time.Millisecond, false); len(extra) > 0 {
 		t.Errorf("replies to an expired request: %+v", extra)
 	}
@@ -233,7 +233,7 @@ func TestWorkerEcho(t *testing.T) {
 func TestWorkerExecAndHTTP(t *testing.T) {
 	t.Run("exec", func(t *testing.T) {
 		tw := runTestWorker(t, "--exec", `if [ "$(cat)" = fail ]; then echo "cannot do that" >&2; exit 4; fi; echo "$RPC_ID ok"`)
-		replies := readerOf(t, tw.brokers, uniqueTopic(t)+"-replies")
+		replies := readerOf(t, tw.brokers, testkit.Unique(t, "t-")+"-replies")
 		tw.send(tw.request("e1", "kafka:"+replies.topic, 10*time.Second, []byte("work")),
 			tw.request("e2", "kafka:"+replies.topic, 10*time.Second, []byte("fail")))
 		got := byID(replies.read(t, 2, 10*time.Second, true))
@@ -256,7 +256,7 @@ func TestWorkerExecAndHTTP(t *testing.T) {
 		}))
 		defer srv.Close()
 		tw := runTestWorker(t, "--http", srv.URL)
-		replies := readerOf(t, tw.brokers, uniqueTopic(t)+"-replies")
+		replies := readerOf(t, tw.brokers, testkit.Unique(t, "t-")+"-replies")
 		tw.send(tw.request("h1", "kafka:"+replies.topic, 10*time.Second, []byte("shout")),
 			tw.request("h2", "kafka:"+replies.topic, 10*time.Second, []byte("missing")))
 		got := byID(replies.read(t, 2, 10*time.Second, true))
@@ -280,18 +280,12 @@ func byID(rs []kafkaReply) map[string]kafkaReply {
 // TestWorkerRedisReply: replies addressed redis:<channel> are published to
 // a real Redis, encoded by reply.Marshal.
 func TestWorkerRedisReply(t *testing.T) {
-	addr := os.Getenv("INLET_TEST_REDIS")
-	if addr == "" {
-		if os.Getenv("INLET_TEST_REQUIRE_KAFKA") == "1" {
-			t.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_REDIS is empty: run `make test`")
-		}
-		t.Skip("INLET_TEST_REDIS is not set: no real Redis to test against (`make test` starts one)")
-	}
+	addr := testkit.Redis(t)
 	tw := runTestWorker(t, "--echo", "--redis", addr)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	ctx := context.Background()
-	channel := "inlet-test." + uniqueTopic(t)
+	channel := "inlet-test." + testkit.Unique(t, "t-")
 	sub := rdb.Subscribe(ctx, channel)
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the subscription's confirmation

@@ -19,8 +19,10 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -349,4 +351,86 @@ func ConsumeN(tb testing.TB, brokers []string, topic string, n int, settle time.
 		tb.Fatalf("topic %s: %d records after %v, want exactly %d", topic, total, settle, n)
 	}
 	return recs
+}
+
+// Response is an HTTP answer, read whole.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+func (r Response) String() string { return fmt.Sprintf("%d %s", r.Status, r.Body) }
+
+// Do sends one request with headers given as name, value pairs, and reads
+// the whole answer; a transport error fails the test.
+func Do(tb testing.TB, method, url string, body []byte, headers ...string) Response {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Answer decodes a batch answer {"accepted": N, "rejected": [{"index", "error"}]}
+// strictly, failing the test if r is not one; rejected maps index to error.
+func Answer(tb testing.TB, r Response) (accepted int, rejected map[int]string) {
+	tb.Helper()
+	var a struct {
+		Accepted *int `json:"accepted"`
+		Rejected []struct {
+			Index int    `json:"index"`
+			Error string `json:"error"`
+		} `json:"rejected"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil || a.Accepted == nil || a.Rejected == nil {
+		tb.Fatalf("answer %s is not a batch answer: %v", r, err)
+	}
+	rejected = map[int]string{}
+	for _, x := range a.Rejected {
+		rejected[x.Index] = x.Error
+	}
+	return *a.Accepted, rejected
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+)
+
+// Binary builds the inlet command once per test binary and returns its path.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "inlet-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		builtBin = filepath.Join(dir, "inlet")
+		cmd := exec.Command("go", "build", "-o", builtBin, "github.com/inlet-dev/inlet/cmd/inlet")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building inlet: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		tb.Fatal(buildErr)
+	}
+	return builtBin
 }

@@ -1,4 +1,4 @@
-package app
+package gateway_test
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/testkit"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -37,7 +40,7 @@ func zst(tb testing.TB, b []byte) []byte {
 // TestIngestFormats sends the same kind of events in every accepted layout
 // and encoding and checks each arrives in Kafka, enriched, exactly once.
 func TestIngestFormats(t *testing.T) {
-	brokers := testBrokers(t)
+	brokers := testkit.Brokers(t)
 	five := []byte(`[
 		{"event":"page_view","uid":"u1","props":{"path":"/","n":1.5}},
 		{"event":"click","anon_id":"a1","context":{"lib":"js"}},
@@ -67,23 +70,23 @@ func TestIngestFormats(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			topic := uniqueTopic(t)
-			g := startGateway(t, testConfig(brokers, topic))
-			r := do(t, "POST", "http://"+g.Addr()+"/v1/batch", tc.body, append(tc.headers, "User-Agent", "inlet-test/1")...)
-			if r.status != http.StatusOK {
+			topic := testkit.Unique(t, "t-")
+			g := gatewaytest.Start(t, gatewaytest.Config(t, brokers, topic))
+			r := testkit.Do(t, "POST", "http://"+g.Addr()+"/v1/batch", tc.body, append(tc.headers, "User-Agent", "inlet-test/1")...)
+			if r.Status != http.StatusOK {
 				t.Fatalf("answer %s, want 200", r)
 			}
-			if acc, rej := decodeAnswer(t, r); acc != 5 || len(rej) != 0 {
+			if acc, rej := testkit.Answer(t, r); acc != 5 || len(rej) != 0 {
 				t.Fatalf("answer %s, want 5 accepted and none rejected", r)
 			}
-			recs := byName(consumeN(t, brokers, topic, 5))
+			recs := byName(testkit.ConsumeN(t, brokers, topic, 5, time.Second))
 			checkFive(t, recs)
 		})
 	}
 }
 
 // checkFive checks the five events of TestIngestFormats as delivered.
-func checkFive(t *testing.T, recs map[string]record) {
+func checkFive(t *testing.T, recs map[string]testkit.Record) {
 	t.Helper()
 	wantKeys := map[string]string{"page_view": "u1", "click": "a1", "signup": "client-id-1", "page_view2": "u2", "purchase": "u1"}
 	for name, key := range wantKeys {
@@ -91,129 +94,129 @@ func checkFive(t *testing.T, recs map[string]record) {
 		if !ok {
 			t.Fatalf("event %q not delivered; got %v", name, recs)
 		}
-		if r.key != key {
-			t.Errorf("%s: key %q, want %q", name, r.key, key)
+		if r.Key != key {
+			t.Errorf("%s: key %q, want %q", name, r.Key, key)
 		}
-		f := r.fields
+		f := r.Fields
 		if f["event"] != name || f["ip"] != "127.0.0.1" || f["ua"] != "inlet-test/1" {
-			t.Errorf("%s: value %s: want event, ip 127.0.0.1 and ua", name, r.value)
+			t.Errorf("%s: value %s: want event, ip 127.0.0.1 and ua", name, r.Value)
 		}
 		ra, _ := f["received_at"].(string)
 		if ts, err := time.Parse(time.RFC3339Nano, ra); err != nil || time.Since(ts) > time.Minute || time.Since(ts) < 0 {
 			t.Errorf("%s: received_at %q is not a recent RFC 3339 time", name, ra)
 		}
 		id, _ := f["id"].(string)
-		if id == "" || r.headers["inlet-event-id"] != id || r.headers["inlet-event-name"] != name {
-			t.Errorf("%s: id %q, headers %v: want the id in value and header", name, id, r.headers)
+		if id == "" || r.Headers["inlet-event-id"] != id || r.Headers["inlet-event-name"] != name {
+			t.Errorf("%s: id %q, headers %v: want the id in value and header", name, id, r.Headers)
 		}
-		if r.headers["content-type"] != "application/json" {
-			t.Errorf("%s: content-type header %q", name, r.headers["content-type"])
+		if r.Headers["content-type"] != "application/json" {
+			t.Errorf("%s: content-type header %q", name, r.Headers["content-type"])
 		}
 	}
-	if got := recs["signup"].fields["id"]; got != "client-id-1" {
+	if got := recs["signup"].Fields["id"]; got != "client-id-1" {
 		t.Errorf("client id not kept: %v", got)
 	}
-	if id, _ := recs["click"].fields["id"].(string); len(id) != 36 || id[14] != '7' {
+	if id, _ := recs["click"].Fields["id"].(string); len(id) != 36 || id[14] != '7' {
 		t.Errorf("generated id %q is not a UUIDv7", id)
 	}
-	if p := recs["page_view"].fields["props"].(map[string]any); p["path"] != "/" || p["n"] != 1.5 {
-		t.Errorf("props not delivered as sent: %s", recs["page_view"].value)
+	if p := recs["page_view"].Fields["props"].(map[string]any); p["path"] != "/" || p["n"] != 1.5 {
+		t.Errorf("props not delivered as sent: %s", recs["page_view"].Value)
 	}
-	if c := recs["click"].fields["context"].(map[string]any); c["lib"] != "js" {
-		t.Errorf("context not delivered as sent: %s", recs["click"].value)
+	if c := recs["click"].Fields["context"].(map[string]any); c["lib"] != "js" {
+		t.Errorf("context not delivered as sent: %s", recs["click"].Value)
 	}
-	if recs["page_view2"].fields["ts"] != 1767225600000.0 || recs["purchase"].fields["ts"] != "2026-01-01T00:00:00Z" {
-		t.Errorf("ts not delivered as sent: %s / %s", recs["page_view2"].value, recs["purchase"].value)
+	if recs["page_view2"].Fields["ts"] != 1767225600000.0 || recs["purchase"].Fields["ts"] != "2026-01-01T00:00:00Z" {
+		t.Errorf("ts not delivered as sent: %s / %s", recs["page_view2"].Value, recs["purchase"].Value)
 	}
 }
 
 func TestTrackAndPixel(t *testing.T) {
-	brokers := testBrokers(t)
-	topic := uniqueTopic(t)
-	g := startGateway(t, testConfig(brokers, topic))
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "t-")
+	g := gatewaytest.Start(t, gatewaytest.Config(t, brokers, topic))
 	base := "http://" + g.Addr()
 
-	r := do(t, "POST", base+"/v1/track", []byte(`{"event":"track_one","uid":"t1"}`), "Content-Type", "application/json")
-	if r.status != 200 || !strings.Contains(string(r.body), `"accepted":1`) {
+	r := testkit.Do(t, "POST", base+"/v1/track", []byte(`{"event":"track_one","uid":"t1"}`), "Content-Type", "application/json")
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"accepted":1`) {
 		t.Fatalf("track: %s", r)
 	}
-	r = do(t, "GET", base+"/i?e=pixel_fields&uid=p1&p.path=%2Fhome&c.ref=ad&ts=1767225600000&cb=123", nil)
+	r = testkit.Do(t, "GET", base+"/i?e=pixel_fields&uid=p1&p.path=%2Fhome&c.ref=ad&ts=1767225600000&cb=123", nil)
 	checkGIF(t, r, http.StatusOK)
 	data := base64.RawURLEncoding.EncodeToString([]byte(`{"event":"pixel_data","anon_id":"d1","props":{"a":[1,2]}}`))
-	r = do(t, "GET", base+"/i.gif?data="+data, nil)
+	r = testkit.Do(t, "GET", base+"/i.gif?data="+data, nil)
 	checkGIF(t, r, http.StatusOK)
 	// Invalid pixel events still get the image, and go to the dead-letter topic.
-	checkGIF(t, do(t, "GET", base+"/i?uid=no-name", nil), http.StatusOK)
-	checkGIF(t, do(t, "GET", base+"/i?data=!!!", nil), http.StatusOK)
+	checkGIF(t, testkit.Do(t, "GET", base+"/i?uid=no-name", nil), http.StatusOK)
+	checkGIF(t, testkit.Do(t, "GET", base+"/i?data=!!!", nil), http.StatusOK)
 
-	recs := byName(consumeN(t, brokers, topic, 3))
-	if f := recs["track_one"]; f.key != "t1" {
-		t.Errorf("track: %s key %q", f.value, f.key)
+	recs := byName(testkit.ConsumeN(t, brokers, topic, 3, time.Second))
+	if f := recs["track_one"]; f.Key != "t1" {
+		t.Errorf("track: %s key %q", f.Value, f.Key)
 	}
 	pf := recs["pixel_fields"]
-	if pf.key != "p1" || pf.fields["props"].(map[string]any)["path"] != "/home" ||
-		pf.fields["context"].(map[string]any)["ref"] != "ad" || pf.fields["ts"] != 1767225600000.0 {
-		t.Errorf("pixel fields: %s", pf.value)
+	if pf.Key != "p1" || pf.Fields["props"].(map[string]any)["path"] != "/home" ||
+		pf.Fields["context"].(map[string]any)["ref"] != "ad" || pf.Fields["ts"] != 1767225600000.0 {
+		t.Errorf("pixel fields: %s", pf.Value)
 	}
-	if _, ok := pf.fields["cb"]; ok {
-		t.Errorf("cache buster leaked into the event: %s", pf.value)
+	if _, ok := pf.Fields["cb"]; ok {
+		t.Errorf("cache buster leaked into the event: %s", pf.Value)
 	}
-	if pd := recs["pixel_data"]; pd.key != "d1" || fmt.Sprint(pd.fields["props"]) != "map[a:[1 2]]" {
-		t.Errorf("pixel data=: %s", pd.value)
+	if pd := recs["pixel_data"]; pd.Key != "d1" || fmt.Sprint(pd.Fields["props"]) != "map[a:[1 2]]" {
+		t.Errorf("pixel data=: %s", pd.Value)
 	}
-	dead := consumeN(t, brokers, topic+".invalid", 2)
-	reasons := dead[0].headers["inlet-error"] + " | " + dead[1].headers["inlet-error"]
+	dead := testkit.ConsumeN(t, brokers, topic+".invalid", 2, time.Second)
+	reasons := dead[0].Headers["inlet-error"] + " | " + dead[1].Headers["inlet-error"]
 	if !strings.Contains(reasons, `"event" is required`) || !strings.Contains(reasons, "base64") {
 		t.Errorf("dead-letter reasons %q", reasons)
 	}
 }
 
-func checkGIF(t *testing.T, r response, status int) {
+func checkGIF(t *testing.T, r testkit.Response, status int) {
 	t.Helper()
-	if r.status != status || r.header.Get("Content-Type") != "image/gif" || !bytes.HasPrefix(r.body, []byte("GIF89a")) {
-		t.Fatalf("pixel answer %d %q %q, want %d and a GIF", r.status, r.header.Get("Content-Type"), r.body, status)
+	if r.Status != status || r.Header.Get("Content-Type") != "image/gif" || !bytes.HasPrefix(r.Body, []byte("GIF89a")) {
+		t.Fatalf("pixel answer %d %q %q, want %d and a GIF", r.Status, r.Header.Get("Content-Type"), r.Body, status)
 	}
-	if cc := r.header.Get("Cache-Control"); !strings.Contains(cc, "no-store") || !strings.Contains(cc, "no-cache") {
+	if cc := r.Header.Get("Cache-Control"); !strings.Contains(cc, "no-store") || !strings.Contains(cc, "no-cache") {
 		t.Errorf("pixel Cache-Control %q", cc)
 	}
 }
 
 func TestCORS(t *testing.T) {
-	brokers := testBrokers(t)
-	cfg := testConfig(brokers, uniqueTopic(t))
+	brokers := testkit.Brokers(t)
+	cfg := gatewaytest.Config(t, brokers, testkit.Unique(t, "t-"))
 	cfg.Ingest.AllowedOrigins = []string{"https://shop.example"}
-	g := startGateway(t, cfg)
+	g := gatewaytest.Start(t, cfg)
 	url := "http://" + g.Addr() + "/v1/batch"
 
-	r := do(t, "OPTIONS", url, nil, "Origin", "https://shop.example", "Access-Control-Request-Method", "POST",
+	r := testkit.Do(t, "OPTIONS", url, nil, "Origin", "https://shop.example", "Access-Control-Request-Method", "POST",
 		"Access-Control-Request-Headers", "content-type")
-	if r.status != http.StatusNoContent || r.header.Get("Access-Control-Allow-Origin") != "https://shop.example" ||
-		!strings.Contains(r.header.Get("Access-Control-Allow-Methods"), "POST") ||
-		!strings.Contains(strings.ToLower(r.header.Get("Access-Control-Allow-Headers")), "content-type") {
-		t.Fatalf("preflight from an allowed origin: %d %v", r.status, r.header)
+	if r.Status != http.StatusNoContent || r.Header.Get("Access-Control-Allow-Origin") != "https://shop.example" ||
+		!strings.Contains(r.Header.Get("Access-Control-Allow-Methods"), "POST") ||
+		!strings.Contains(strings.ToLower(r.Header.Get("Access-Control-Allow-Headers")), "content-type") {
+		t.Fatalf("preflight from an allowed origin: %d %v", r.Status, r.Header)
 	}
-	r = do(t, "OPTIONS", url, nil, "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
-	if r.status != http.StatusForbidden || r.header.Get("Access-Control-Allow-Origin") != "" {
-		t.Fatalf("preflight from another origin: %d %v", r.status, r.header)
+	r = testkit.Do(t, "OPTIONS", url, nil, "Origin", "https://evil.example", "Access-Control-Request-Method", "POST")
+	if r.Status != http.StatusForbidden || r.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Fatalf("preflight from another origin: %d %v", r.Status, r.Header)
 	}
-	r = do(t, "POST", url, []byte(`[{"event":"e"}]`), "Content-Type", "text/plain", "Origin", "https://shop.example")
-	if r.status != 200 || r.header.Get("Access-Control-Allow-Origin") != "https://shop.example" {
-		t.Fatalf("simple request from an allowed origin: %s %v", r, r.header)
+	r = testkit.Do(t, "POST", url, []byte(`[{"event":"e"}]`), "Content-Type", "text/plain", "Origin", "https://shop.example")
+	if r.Status != 200 || r.Header.Get("Access-Control-Allow-Origin") != "https://shop.example" {
+		t.Fatalf("simple request from an allowed origin: %s %v", r, r.Header)
 	}
 }
 
 func TestPartialBatch(t *testing.T) {
-	brokers := testBrokers(t)
-	topic := uniqueTopic(t)
-	g := startGateway(t, testConfig(brokers, topic))
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "t-")
+	g := gatewaytest.Start(t, gatewaytest.Config(t, brokers, topic))
 	big := `{"event":"big","props":{"x":"` + strings.Repeat("a", 33<<10) + `"}}`
 	body := `[{"event":"ok1"},{"event":5},"just a string",{"props":{}},{"event":"ok2","props":[1]},` + big +
 		`,{"event":"ok3","extra":1},{"event":"` + strings.Repeat("é", 129) + `"},{"event":"ok4","id":""},{"event":"ok5"}]`
-	r := do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(body), "Content-Type", "application/json")
-	if r.status != 200 {
+	r := testkit.Do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(body), "Content-Type", "application/json")
+	if r.Status != 200 {
 		t.Fatalf("answer %s, want 200", r)
 	}
-	acc, rej := decodeAnswer(t, r)
+	acc, rej := testkit.Answer(t, r)
 	want := map[int]string{
 		1: `"event" must be a string, got number`,
 		2: "event must be a JSON object, got string",
@@ -232,19 +235,19 @@ func TestPartialBatch(t *testing.T) {
 			t.Errorf("rejection %d: %q, want it to say %q", i, rej[i], msg)
 		}
 	}
-	recs := byName(consumeN(t, brokers, topic, 2))
+	recs := byName(testkit.ConsumeN(t, brokers, topic, 2, time.Second))
 	if _, ok := recs["ok1"]; !ok {
 		t.Errorf("ok1 not delivered")
 	}
 	if _, ok := recs["ok5"]; !ok {
 		t.Errorf("ok5 not delivered")
 	}
-	dead := consumeN(t, brokers, topic+".invalid", len(want))
+	dead := testkit.ConsumeN(t, brokers, topic+".invalid", len(want), time.Second)
 	got := map[string]bool{}
 	for _, d := range dead {
-		got[d.headers["inlet-error"]] = true
-		if d.headers["inlet-reason"] == "" || d.headers["inlet-received-at"] == "" {
-			t.Errorf("dead letter without reason or time: %v", d.headers)
+		got[d.Headers["inlet-error"]] = true
+		if d.Headers["inlet-reason"] == "" || d.Headers["inlet-received-at"] == "" {
+			t.Errorf("dead letter without reason or time: %v", d.Headers)
 		}
 	}
 	for i, msg := range rej {
@@ -254,8 +257,8 @@ func TestPartialBatch(t *testing.T) {
 	}
 
 	// A batch where every event is invalid is a 400, and still dead-lettered.
-	r = do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(`[{"nope":1}]`), "Content-Type", "application/json")
-	if acc, rej := decodeAnswer(t, r); r.status != 400 || acc != 0 || len(rej) != 1 {
+	r = testkit.Do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(`[{"nope":1}]`), "Content-Type", "application/json")
+	if acc, rej := testkit.Answer(t, r); r.Status != 400 || acc != 0 || len(rej) != 1 {
 		t.Fatalf("all-invalid batch: %s", r)
 	}
 }
@@ -263,10 +266,10 @@ func TestPartialBatch(t *testing.T) {
 // TestBadInput sends every kind of bad request and checks its status and
 // message, then checks that nothing of them reached the events topic.
 func TestBadInput(t *testing.T) {
-	brokers := testBrokers(t)
-	topic := uniqueTopic(t)
-	cfg := testConfig(brokers, topic)
-	g := startGateway(t, cfg)
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "t-")
+	cfg := gatewaytest.Config(t, brokers, topic)
+	g := gatewaytest.Start(t, cfg)
 	base := "http://" + g.Addr()
 	json := []string{"Content-Type", "application/json"}
 
@@ -320,28 +323,28 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := do(t, tc.method, base+tc.path, tc.body, tc.headers...)
-			text := strings.ReplaceAll(string(r.body), `\"`, `"`)
-			if r.status != tc.status || !strings.Contains(text, tc.msg) {
-				t.Fatalf("answer %d %s, want %d with %q", r.status, r.body, tc.status, tc.msg)
+			r := testkit.Do(t, tc.method, base+tc.path, tc.body, tc.headers...)
+			text := strings.ReplaceAll(string(r.Body), `\"`, `"`)
+			if r.Status != tc.status || !strings.Contains(text, tc.msg) {
+				t.Fatalf("answer %d %s, want %d with %q", r.Status, r.Body, tc.status, tc.msg)
 			}
-			if tc.status == 405 && r.header.Get("Allow") == "" {
+			if tc.status == 405 && r.Header.Get("Allow") == "" {
 				t.Errorf("405 without Allow header")
 			}
-			if !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
-				t.Errorf("error answer Content-Type %q, want application/json", r.header.Get("Content-Type"))
+			if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+				t.Errorf("error answer Content-Type %q, want application/json", r.Header.Get("Content-Type"))
 			}
 		})
 	}
 	// Nothing of the above reached the events topic: a sentinel sent last
 	// is the first and only record there.
-	r := do(t, "POST", base+"/v1/track", []byte(`{"event":"sentinel"}`), json...)
-	if r.status != 200 {
+	r := testkit.Do(t, "POST", base+"/v1/track", []byte(`{"event":"sentinel"}`), json...)
+	if r.Status != 200 {
 		t.Fatalf("sentinel: %s", r)
 	}
-	recs := consume(t, brokers, topic, 30*time.Second, func(r []record) bool {
+	recs := testkit.Consume(t, brokers, topic, 30*time.Second, func(r []testkit.Record) bool {
 		for _, x := range r {
-			if x.fields["event"] == "sentinel" {
+			if x.Fields["event"] == "sentinel" {
 				return true
 			}
 		}
@@ -350,8 +353,17 @@ func TestBadInput(t *testing.T) {
 	if len(recs) != 1 {
 		names := []string{}
 		for _, x := range recs {
-			names = append(names, fmt.Sprint(x.fields["event"]))
+			names = append(names, fmt.Sprint(x.Fields["event"]))
 		}
 		t.Fatalf("events topic holds %v, want only the sentinel", names)
 	}
+}
+
+// byName indexes records by event name.
+func byName(recs []testkit.Record) map[string]testkit.Record {
+	m := map[string]testkit.Record{}
+	for _, r := range recs {
+		m[r.Headers["inlet-event-name"]] = r
+	}
+	return m
 }

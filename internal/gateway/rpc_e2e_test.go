@@ -1,4 +1,4 @@
-package app
+package gateway_test
 
 import (
 	"bytes"
@@ -15,6 +15,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/gateway"
+	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 // startWorker runs `inlet worker` for service on topic with the given
@@ -22,8 +26,8 @@ import (
 func startWorker(t *testing.T, brokers []string, topic, service string, args ...string) *exec.Cmd {
 	t.Helper()
 	all := append([]string{"worker", "--service", service, "--topic", topic, "--brokers", strings.Join(brokers, ",")}, args...)
-	cmd := exec.Command(buildInlet(t), all...)
-	var logs syncBuffer
+	cmd := exec.Command(testkit.Binary(t), all...)
+	var logs testkit.LogBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -55,7 +59,7 @@ func startRedis(t *testing.T) (addr string, stop func(), restart func()) {
 		}
 		t.Skip("redis-server not installed (make test installs it)")
 	}
-	addr = freeAddr(t)
+	addr = testkit.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	var cmd *exec.Cmd
 	start := func() {
@@ -85,15 +89,15 @@ func startRedis(t *testing.T) (addr string, stop func(), restart func()) {
 }
 
 // rpcGateway starts a gateway with request-reply for service, replies by mode.
-func rpcGateway(t *testing.T, brokers []string, prefix, service, mode, redisAddr string) *Gateway {
+func rpcGateway(t *testing.T, brokers []string, prefix, service, mode, redisAddr string) *gateway.Gateway {
 	t.Helper()
-	cfg := testConfig(brokers, uniqueTopic(t))
+	cfg := gatewaytest.Config(t, brokers, testkit.Unique(t, "t-"))
 	cfg.DataDir = t.TempDir()
 	cfg.RPC.Services = []string{service}
 	cfg.RPC.TopicPrefix = prefix
 	cfg.Reply = mode
 	cfg.RedisAddr = redisAddr
-	return startGateway(t, cfg)
+	return gatewaytest.Start(t, cfg)
 }
 
 // call makes one RPC call.
@@ -161,7 +165,7 @@ func hammer(t *testing.T, client *http.Client, urls []string, n int) {
 	}
 }
 
-func inFlight(t *testing.T, g *Gateway) int {
+func inFlight(t *testing.T, g *gateway.Gateway) int {
 	_, rd := getReady(t, "http://"+g.Addr())
 	if rd.RPC == nil {
 		t.Fatal("readyz has no rpc section")
@@ -175,7 +179,7 @@ func TestRPC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs workers; skipped with -short")
 	}
-	brokers := testBrokers(t)
+	brokers := testkit.Brokers(t)
 	for _, mode := range []string{"kafka", "redis"} {
 		t.Run(mode, func(t *testing.T) {
 			redisAddr := ""
@@ -184,7 +188,7 @@ func TestRPC(t *testing.T) {
 				redisAddr, _, _ = startRedis(t)
 				wargs = []string{"--redis", redisAddr}
 			}
-			prefix := "rpc." + uniqueTopic(t) + "."
+			prefix := "rpc." + testkit.Unique(t, "t-") + "."
 			g1 := rpcGateway(t, brokers, prefix, "echo", mode, redisAddr)
 			g2 := rpcGateway(t, brokers, prefix, "echo", mode, redisAddr)
 			startWorker(t, brokers, prefix+"echo", "echo", append(wargs, "--echo", "--min-delay", "1ms", "--max-delay", "30ms")...)
@@ -209,7 +213,7 @@ func TestRPC(t *testing.T) {
 				t.Fatalf("h2c call: %s %d %q", resp.Proto, resp.StatusCode, b)
 			}
 			hammer(t, h2, urls, 300)
-			waitFor(t, 5*time.Second, "no call in flight", func() bool { return inFlight(t, g1) == 0 && inFlight(t, g2) == 0 })
+			testkit.WaitFor(t, 5*time.Second, "no call in flight", func() bool { return inFlight(t, g1) == 0 && inFlight(t, g2) == 0 })
 		})
 	}
 }
@@ -221,8 +225,8 @@ func TestRPCWorkerKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs workers; skipped with -short")
 	}
-	brokers := testBrokers(t)
-	prefix := "rpc." + uniqueTopic(t) + "."
+	brokers := testkit.Brokers(t)
+	prefix := "rpc." + testkit.Unique(t, "t-") + "."
 	g := rpcGateway(t, brokers, prefix, "slow", "kafka", "")
 	url := "http://" + g.Addr() + "/v1/rpc/slow"
 	w := startWorker(t, brokers, prefix+"slow", "slow", "--echo", "--min-delay", "1500ms", "--max-delay", "1500ms")
@@ -274,16 +278,16 @@ func TestRPCRedisDown(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs workers; skipped with -short")
 	}
-	brokers := testBrokers(t)
+	brokers := testkit.Brokers(t)
 	redisAddr, stopRedis, startRedisAgain := startRedis(t)
-	prefix := "rpc." + uniqueTopic(t) + "."
+	prefix := "rpc." + testkit.Unique(t, "t-") + "."
 	g := rpcGateway(t, brokers, prefix, "echo", "redis", redisAddr)
 	startWorker(t, brokers, prefix+"echo", "echo", "--redis", redisAddr, "--echo")
 	url := "http://" + g.Addr() + "/v1/rpc/echo"
 	waitRPC(t, url)
 
 	stopRedis()
-	waitFor(t, 5*time.Second, "503 from request-reply", func() bool {
+	testkit.WaitFor(t, 5*time.Second, "503 from request-reply", func() bool {
 		code, _, _ := call(t, http.DefaultClient, url, []byte("x"), "Inlet-Timeout", "1s")
 		return code == http.StatusServiceUnavailable
 	})
@@ -292,8 +296,8 @@ func TestRPCRedisDown(t *testing.T) {
 	if code != 503 || !strings.Contains(string(body), "redis") || time.Since(start) > time.Second {
 		t.Fatalf("with redis down: %d %s after %v, want an immediate 503", code, body, time.Since(start))
 	}
-	r := do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(`[{"event":"still_ingesting"}]`), "Content-Type", "application/json")
-	if r.status != 200 {
+	r := testkit.Do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(`[{"event":"still_ingesting"}]`), "Content-Type", "application/json")
+	if r.Status != 200 {
 		t.Fatalf("ingest with redis down: %s", r)
 	}
 	if status, rd := getReady(t, "http://"+g.Addr()); status != 200 || rd.RPC.Healthy == "ok" {
@@ -308,9 +312,9 @@ func TestRPCErrors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs workers; skipped with -short")
 	}
-	brokers := testBrokers(t)
-	prefix := "rpc." + uniqueTopic(t) + "."
-	cfg := testConfig(brokers, uniqueTopic(t))
+	brokers := testkit.Brokers(t)
+	prefix := "rpc." + testkit.Unique(t, "t-") + "."
+	cfg := gatewaytest.Config(t, brokers, testkit.Unique(t, "t-"))
 	cfg.DataDir = t.TempDir()
 	cfg.RPC.Services = []string{"fail", "slow"}
 	cfg.RPC.TopicPrefix = prefix
@@ -319,7 +323,7 @@ func TestRPCErrors(t *testing.T) {
 	// A request of 700 bytes or more is over the batch limit: Kafka's
 	// client refuses it after the call began to wait (503).
 	cfg.Kafka.BatchMaxBytes = 700
-	g := startGateway(t, cfg)
+	g := gatewaytest.Start(t, cfg)
 	base := "http://" + g.Addr() + "/v1/rpc/"
 	startWorker(t, brokers, prefix+"fail", "fail", "--exec", "echo 'no such order' >&2; exit 3")
 	startWorker(t, brokers, prefix+"slow", "slow", "--echo", "--min-delay", "2s", "--max-delay", "2s")
@@ -356,8 +360,8 @@ func TestRPCErrors(t *testing.T) {
 		{"refused by kafka", "POST", "slow", bytes.Repeat([]byte("x"), 900), nil, 503, "not sent to kafka"},
 	}
 	for _, tc := range cases {
-		r := do(t, tc.method, base+tc.service, tc.body, tc.headers...)
-		if r.status != tc.code || !strings.Contains(string(r.body), tc.msg) {
+		r := testkit.Do(t, tc.method, base+tc.service, tc.body, tc.headers...)
+		if r.Status != tc.code || !strings.Contains(string(r.Body), tc.msg) {
 			t.Errorf("%s: %s, want %d with %q", tc.name, r, tc.code, tc.msg)
 		}
 	}
@@ -370,16 +374,16 @@ func TestRPCErrors(t *testing.T) {
 			call(t, http.DefaultClient, base+"slow", []byte("x"), "Inlet-Timeout", "5s")
 		}()
 	}
-	waitFor(t, 5*time.Second, "three calls in flight", func() bool { return inFlight(t, g) == 3 })
-	r := do(t, "POST", base+"slow", []byte("x"))
-	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "the limit") {
+	testkit.WaitFor(t, 5*time.Second, "three calls in flight", func() bool { return inFlight(t, g) == 3 })
+	r := testkit.Do(t, "POST", base+"slow", []byte("x"))
+	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "the limit") {
 		t.Errorf("past the in-flight cap: %s", r)
 	}
 	wg.Wait()
 	if got := inFlight(t, g); got != 0 {
 		t.Fatalf("%d calls in flight after all ended", got)
 	}
-	m := string(do(t, "GET", "http://"+g.Addr()+"/metrics", nil).body)
+	m := string(testkit.Do(t, "GET", "http://"+g.Addr()+"/metrics", nil).Body)
 	for _, want := range []string{`inlet_rpc_requests_total{code="502"}`, `inlet_rpc_requests_total{code="504"}`, "inlet_rpc_in_flight 0", "inlet_rpc_in_flight_peak 3"} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
@@ -398,11 +402,11 @@ func TestRPCStackPerWaitingCall(t *testing.T) {
 		t.Skip("builds and runs the binary; skipped with -short")
 	}
 	const calls = 2000
-	brokers := testBrokers(t)
-	bin := buildInlet(t)
-	addr := freeAddr(t)
+	brokers := testkit.Brokers(t)
+	bin := testkit.Binary(t)
+	addr := testkit.FreeAddr(t)
 	cmd := exec.Command(bin, "serve", "--listen", addr, "--ack", "kafka", "--data-dir", t.TempDir(),
-		"--rpc-services", "hold", "--rpc-topic-prefix", "rpc."+uniqueTopic(t)+".", "--http2-max-streams", "5000")
+		"--rpc-services", "hold", "--rpc-topic-prefix", "rpc."+testkit.Unique(t, "t-")+".", "--http2-max-streams", "5000")
 	cmd.Env = append(os.Environ(), "INLET_BROKERS="+strings.Join(brokers, ","))
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -420,7 +424,7 @@ func TestRPCStackPerWaitingCall(t *testing.T) {
 	waitReady(t, base)
 	metric := func(name string) float64 {
 		t.Helper()
-		for _, line := range strings.Split(string(do(t, "GET", base+"/metrics", nil).body), "\n") {
+		for _, line := range strings.Split(string(testkit.Do(t, "GET", base+"/metrics", nil).Body), "\n") {
 			if v, ok := strings.CutPrefix(line, name+" "); ok {
 				f, err := strconv.ParseFloat(v, 64)
 				if err != nil {
@@ -436,7 +440,7 @@ func TestRPCStackPerWaitingCall(t *testing.T) {
 	// and the producer knows its partitions, so the calls below take the
 	// producer's full path (the first ones only queue for metadata).
 	for range 2 {
-		if r := do(t, "POST", base+"/v1/rpc/hold", []byte("warm"), "Inlet-Timeout", "1s"); r.status != http.StatusGatewayTimeout {
+		if r := testkit.Do(t, "POST", base+"/v1/rpc/hold", []byte("warm"), "Inlet-Timeout", "1s"); r.Status != http.StatusGatewayTimeout {
 			t.Fatalf("a call nobody serves: %s, want 504", r)
 		}
 	}
@@ -458,7 +462,7 @@ func TestRPCStackPerWaitingCall(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d calls waiting", calls), func() bool { return metric("inlet_rpc_in_flight") == calls })
+	testkit.WaitFor(t, 60*time.Second, fmt.Sprintf("%d calls waiting", calls), func() bool { return metric("inlet_rpc_in_flight") == calls })
 	per := (metric("go_memstats_stack_inuse_bytes") - idle) / calls
 	t.Logf("%.0f bytes of stack per waiting call", per)
 	if per > 6<<10 {
@@ -466,5 +470,5 @@ func TestRPCStackPerWaitingCall(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	waitFor(t, 30*time.Second, "no call in flight after the callers left", func() bool { return metric("inlet_rpc_in_flight") == 0 })
+	testkit.WaitFor(t, 30*time.Second, "no call in flight after the callers left", func() bool { return metric("inlet_rpc_in_flight") == 0 })
 }

@@ -1,4 +1,4 @@
-package app
+package gateway_test
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -19,69 +18,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inlet-dev/inlet/internal/devbroker"
+	"github.com/inlet-dev/inlet/internal/gateway"
+	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/testkit"
+
 	"github.com/inlet-dev/inlet/internal/verify"
 )
-
-// brokerCtl is a Kafka broker a test may stop and start again: the real
-// one of `make test` (through scripts/kafka.sh halt/resume), else a
-// development broker in process with its data on disk.
-type brokerCtl struct {
-	brokers []string
-	halt    func()
-	resume  func()
-}
-
-func testBrokerCtl(t *testing.T) brokerCtl {
-	t.Helper()
-	if b := os.Getenv("INLET_TEST_BROKERS"); b != "" {
-		script := os.Getenv("INLET_TEST_KAFKA_SCRIPT")
-		if script == "" {
-			t.Fatal("INLET_TEST_BROKERS without INLET_TEST_KAFKA_SCRIPT: run `make test`")
-		}
-		run := func(verb string) string {
-			out, err := exec.Command(script, verb).Output()
-			if err != nil {
-				t.Fatalf("%s %s: %v", script, verb, err)
-			}
-			return strings.TrimSpace(string(out))
-		}
-		ctl := brokerCtl{brokers: strings.Split(b, ",")}
-		ctl.halt = func() { run("halt") }
-		ctl.resume = func() {
-			if addr := run("resume"); !strings.HasSuffix(addr, b) {
-				t.Fatalf("kafka came back at %q, not %s", addr, b)
-			}
-		}
-		t.Cleanup(func() { // never leave the shared broker halted
-			if exec.Command(script, "status").Run() != nil {
-				ctl.resume()
-			}
-		})
-		return ctl
-	}
-	cfg := devbroker.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.DataDir = t.TempDir()
-	b, err := devbroker.Start(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Listen = b.Addr()
-	var mu sync.Mutex
-	ctl := brokerCtl{brokers: []string{b.Addr()}}
-	ctl.halt = func() { mu.Lock(); defer mu.Unlock(); b.Close() }
-	ctl.resume = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		var err error
-		if b, err = devbroker.Start(cfg, testLogger(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { mu.Lock(); defer mu.Unlock(); b.Close() })
-	return ctl
-}
 
 // loader sends batches of five events with unique ids, recording them in a
 // verify.Ledger, until stopped.
@@ -190,12 +132,12 @@ func TestKill9UnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the binary; skipped with -short")
 	}
-	brokers := testBrokers(t)
-	topic := uniqueTopic(t)
-	bin := buildInlet(t)
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "t-")
+	bin := testkit.Binary(t)
 	dataDir := t.TempDir()
-	addr := freeAddr(t)
-	var allLogs syncBuffer // every run's logs, shown if the test fails
+	addr := testkit.FreeAddr(t)
+	var allLogs testkit.LogBuffer // every run's logs, shown if the test fails
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("inlet's logs, all runs:\n%s", allLogs.String())
@@ -249,13 +191,13 @@ func TestKill9UnderLoad(t *testing.T) {
 		rep.Sent, rep.Acknowledged, rep.Delivered, rep.Duplicates, rep.DeliveredUnacknowledged)
 }
 
-func getReady(t *testing.T, base string) (int, readiness) {
-	r := do(t, "GET", base+"/readyz", nil)
-	var rd readiness
-	if err := json.Unmarshal(r.body, &rd); err != nil {
+func getReady(t *testing.T, base string) (int, gateway.Readiness) {
+	r := testkit.Do(t, "GET", base+"/readyz", nil)
+	var rd gateway.Readiness
+	if err := json.Unmarshal(r.Body, &rd); err != nil {
 		t.Fatalf("readyz %s: %v", r, err)
 	}
-	return r.status, rd
+	return r.Status, rd
 }
 
 // TestBrokerOutageUnderLoad stops Kafka for 30 s under load: inlet answers
@@ -266,18 +208,18 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 30 s outage; skipped with -short")
 	}
-	ctl := testBrokerCtl(t)
-	topic := uniqueTopic(t)
-	cfg := testConfig(ctl.brokers, topic)
+	ctl := testkit.HaltableKafka(t)
+	topic := testkit.Unique(t, "t-")
+	cfg := gatewaytest.Config(t, ctl.Brokers, topic)
 	cfg.DataDir = t.TempDir()
 	cfg.Kafka.Compression = "none" // see TestKill9UnderLoad: the checker reads it all back
-	g := startGateway(t, cfg)
+	g := gatewaytest.Start(t, cfg)
 	base := "http://" + g.Addr()
-	waitFor(t, 10*time.Second, "ready", func() bool { return do(t, "GET", base+"/readyz", nil).status == 200 })
+	testkit.WaitFor(t, 10*time.Second, "ready", func() bool { return testkit.Do(t, "GET", base+"/readyz", nil).Status == 200 })
 
 	l := startLoader(base, 4, 20*time.Millisecond)
 	time.Sleep(2 * time.Second)
-	ctl.halt()
+	ctl.Halt()
 	outage := 30 * time.Second
 	deadline := time.Now().Add(outage)
 	for time.Now().Before(deadline) {
@@ -287,14 +229,14 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	_, during := getReady(t, base)
-	ctl.resume()
+	ctl.Resume()
 	time.Sleep(5 * time.Second) // new events flow while the backlog drains
 	statuses := l.Stop()
 	if during.Kafka == "ok" || (during.Spool.Forwarder != "stalled" && during.Spool.Forwarder != "retrying") ||
 		during.Spool.Unforwarded == 0 || during.Spool.OldestUnforwardedSeconds < 20 {
 		t.Errorf("the outage did not show: %+v %+v", during, *during.Spool)
 	}
-	waitFor(t, 60*time.Second, "the backlog drained", func() bool {
+	testkit.WaitFor(t, 60*time.Second, "the backlog drained", func() bool {
 		_, rd := getReady(t, base)
 		return rd.Spool.Unforwarded == 0
 	})
@@ -305,22 +247,22 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 	}
 	t.Logf("answers: %v; at the end of the outage: %d records spooled, oldest %.1fs, forwarder %s",
 		statuses, during.Spool.Unforwarded, during.Spool.OldestUnforwardedSeconds, during.Spool.Forwarder)
-	l.check(t, ctl.brokers, topic)
+	l.check(t, ctl.Brokers, topic)
 }
 
 // TestSpoolFull: with Kafka down, a full spool answers 503 with
 // Retry-After, without crashing, and takes events again once drained.
 func TestSpoolFull(t *testing.T) {
-	ctl := testBrokerCtl(t)
-	topic := uniqueTopic(t)
-	cfg := testConfig(ctl.brokers, topic)
+	ctl := testkit.HaltableKafka(t)
+	topic := testkit.Unique(t, "t-")
+	cfg := gatewaytest.Config(t, ctl.Brokers, topic)
 	cfg.DataDir = t.TempDir()
 	cfg.Spool.SegmentBytes = 16 << 10
 	cfg.Spool.MaxBytes = 64 << 10
-	g := startGateway(t, cfg)
+	g := gatewaytest.Start(t, cfg)
 	base := "http://" + g.Addr()
 
-	ctl.halt()
+	ctl.Halt()
 	l := &loader{run: verify.NewRun(), ledger: verify.NewLedger(), statuses: map[string]int{}, client: http.DefaultClient}
 	for i := 0; i < 1000 && l.statuses["503"] == 0; i++ {
 		l.send(base)
@@ -329,18 +271,18 @@ func TestSpoolFull(t *testing.T) {
 		t.Fatalf("answers %v: want 200s, then 503", l.statuses)
 	}
 	more := []byte(`[{"event":"more","props":{"s":"` + strings.Repeat("m", 2000) + `"}}]`) // larger than what is left
-	r := do(t, "POST", base+"/v1/batch", more, "Content-Type", "application/json")
-	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "capacity") {
-		t.Fatalf("full spool: %s (Retry-After %q)", r, r.header.Get("Retry-After"))
+	r := testkit.Do(t, "POST", base+"/v1/batch", more, "Content-Type", "application/json")
+	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "capacity") {
+		t.Fatalf("full spool: %s (Retry-After %q)", r, r.Header.Get("Retry-After"))
 	}
 	if status, rd := getReady(t, base); status != 503 || !strings.Contains(rd.Error, "full") {
 		t.Fatalf("readyz with a full spool: %d %+v", status, rd)
 	}
-	if r := do(t, "GET", base+"/healthz", nil); r.status != 200 {
+	if r := testkit.Do(t, "GET", base+"/healthz", nil); r.Status != 200 {
 		t.Fatalf("healthz: %s", r)
 	}
-	ctl.resume()
-	waitFor(t, 60*time.Second, "the spool drained", func() bool {
+	ctl.Resume()
+	testkit.WaitFor(t, 60*time.Second, "the spool drained", func() bool {
 		status, rd := getReady(t, base)
 		return status == 200 && rd.Spool.Unforwarded == 0
 	})
@@ -349,49 +291,26 @@ func TestSpoolFull(t *testing.T) {
 	if l.statuses["200"] != before+1 {
 		t.Fatalf("after draining: answers %v", l.statuses)
 	}
-	l.check(t, ctl.brokers, topic)
-}
-
-// bufferLogger logs into a buffer the test can read.
-func bufferLogger() (*slog.Logger, *syncBuffer) {
-	b := &syncBuffer{}
-	return slog.New(slog.NewTextHandler(b, nil)), b
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	l.check(t, ctl.Brokers, topic)
 }
 
 // TestCorruptSpoolTail: events spooled while Kafka was unreachable, the
 // last segment's tail torn while inlet was down: on start the tail is cut
 // (and logged) and everything before it is delivered.
 func TestCorruptSpoolTail(t *testing.T) {
-	brokers := testBrokers(t)
-	topic := uniqueTopic(t)
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "t-")
 	dataDir := t.TempDir()
-	offline := testConfig([]string{freeAddr(t)}, topic)
+	offline := gatewaytest.Config(t, []string{testkit.FreeAddr(t)}, topic)
 	offline.DataDir = dataDir
 	offline.ShutdownTimeout = 500 * time.Millisecond
-	g, err := StartGateway(offline, testLogger(t))
+	g, err := gateway.Start(offline, testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ {
-		r := do(t, "POST", "http://"+g.Addr()+"/v1/track", []byte(fmt.Sprintf(`{"event":"spooled","id":"c%d"}`, i)), "Content-Type", "application/json")
-		if r.status != 200 {
+		r := testkit.Do(t, "POST", "http://"+g.Addr()+"/v1/track", []byte(fmt.Sprintf(`{"event":"spooled","id":"c%d"}`, i)), "Content-Type", "application/json")
+		if r.Status != 200 {
 			t.Fatalf("spooling event %d: %s", i, r)
 		}
 	}
@@ -415,19 +334,19 @@ func TestCorruptSpoolTail(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	online := testConfig(brokers, topic)
+	online := gatewaytest.Config(t, brokers, topic)
 	online.DataDir = dataDir
-	log, logs := bufferLogger()
-	g2, err := StartGateway(online, log)
+	log, logs := testkit.NewLogBuffer()
+	g2, err := gateway.Start(online, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g2.Shutdown(context.Background())
-	recs := consume(t, brokers, topic, 30*time.Second, func(r []record) bool { return len(r) >= 9 })
+	recs := testkit.Consume(t, brokers, topic, 30*time.Second, func(r []testkit.Record) bool { return len(r) >= 9 })
 	time.Sleep(time.Second)
 	got := map[string]bool{}
 	for _, r := range recs {
-		got[r.headers["inlet-event-id"]] = true
+		got[r.Headers["inlet-event-id"]] = true
 	}
 	for i := 0; i < 9; i++ {
 		if !got[fmt.Sprintf("c%d", i)] {
@@ -457,28 +376,28 @@ func TestDiskWriteError(t *testing.T) {
 		exec.Command("umount", dir).Run()
 		os.Remove(dir)
 	})
-	cfg := testConfig([]string{freeAddr(t)}, uniqueTopic(t)) // nothing drains
+	cfg := gatewaytest.Config(t, []string{testkit.FreeAddr(t)}, testkit.Unique(t, "t-")) // nothing drains
 	cfg.DataDir = dir
 	cfg.Spool.SegmentBytes = 1 << 20
 	cfg.Spool.MaxBytes = 64 << 20 // far more than the disk
 	cfg.ShutdownTimeout = time.Second
-	g := startGateway(t, cfg)
+	g := gatewaytest.Start(t, cfg)
 	base := "http://" + g.Addr()
 	body := []byte(`[{"event":"big","props":{"s":"` + strings.Repeat("x", 20<<10) + `"}}]`)
-	var r response
+	var r testkit.Response
 	n := 0
 	for ; n < 100; n++ {
-		if r = do(t, "POST", base+"/v1/batch", body, "Content-Type", "application/json"); r.status != 200 {
+		if r = testkit.Do(t, "POST", base+"/v1/batch", body, "Content-Type", "application/json"); r.Status != 200 {
 			break
 		}
 	}
-	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(string(r.body), "write failed") {
+	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "write failed") {
 		t.Fatalf("after %d events on a full disk: %s, want 503 write failed", n, r)
 	}
-	if r := do(t, "GET", base+"/healthz", nil); r.status != 200 {
+	if r := testkit.Do(t, "GET", base+"/healthz", nil); r.Status != 200 {
 		t.Fatalf("healthz after a disk error: %s", r)
 	}
-	if r := do(t, "POST", base+"/v1/batch", body, "Content-Type", "application/json"); r.status != 503 {
+	if r := testkit.Do(t, "POST", base+"/v1/batch", body, "Content-Type", "application/json"); r.Status != 503 {
 		t.Fatalf("still full: %s", r)
 	}
 }

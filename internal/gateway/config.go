@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/internal/devbroker"
+	"github.com/inlet-dev/inlet/internal/ingest"
+	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/reply"
+	"github.com/inlet-dev/inlet/internal/spool"
+)
+
+// Ack modes: when a request's events count as taken (see ackmode.go).
+const (
+	AckSpool = "spool" // 200 once the events are fsynced to the local spool (the default)
+	AckKafka = "kafka" // 200 once Kafka acknowledged every event
+	AckNone  = "none"  // 202 once the events are enqueued in memory
+)
+
+// Reply modes: how request-reply replies come back to this instance.
+const (
+	ReplyKafka = "kafka" // a reply topic per instance
+	ReplyRedis = "redis" // a Redis pub/sub channel per instance
+)
+
+// Config is everything a gateway needs. Start from DefaultConfig.
+type Config struct {
+	Listen  string   // HTTP listen address
+	Brokers []string // Kafka seed brokers; empty starts the development broker
+	Ack     string   // AckSpool, AckKafka or AckNone
+	DataDir string   // the spool (<DataDir>/spool) and the development broker's data
+
+	Broker    devbroker.Config // without Brokers; its DataDir defaults to DataDir
+	Kafka     kafka.Config     // the events producer; its Brokers are set by Start
+	Ingest    ingest.Config    // AckStatus is set by Start from Ack
+	Spool     spool.Config     // with AckSpool; Dir empty means <DataDir>/spool
+	Forwarder spool.ForwarderConfig
+
+	// Request-reply (POST /v1/rpc/{service}); off while RPC.Services is empty.
+	RPC reply.Config
+	// RPCCompression and RPCLinger configure the producer of requests, a
+	// Kafka client of its own (BENCHMARKS.md, "request-reply", says why).
+	RPCCompression string
+	RPCLinger      time.Duration
+	Reply          string // ReplyKafka or ReplyRedis
+	RedisAddr      string // with ReplyRedis
+	ReplyTopic     string // default inlet.replies.<instance>
+	ReplyChannel   string // default inlet:replies:<instance>
+	InstanceID     string // default <hostname>-<port>
+
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration // the whole request, body included
+	IdleTimeout       time.Duration
+	HTTP2MaxStreams   int  // concurrent requests on one HTTP/2 (h2c) connection
+	Pprof             bool // net/http/pprof under /debug/pprof/
+
+	// ShutdownTimeout bounds Shutdown, and the teardown after a failed Start.
+	ShutdownTimeout time.Duration
+	// ReadyInterval is how often /readyz re-checks the brokers.
+	ReadyInterval time.Duration
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		Listen:            "127.0.0.1:8080",
+		Ack:               AckSpool,
+		DataDir:           ".inlet",
+		Broker:            devbroker.DefaultConfig(),
+		Kafka:             kafka.DefaultConfig(),
+		Ingest:            ingest.DefaultConfig(),
+		Spool:             spool.DefaultConfig(),
+		Forwarder:         spool.DefaultForwarderConfig(),
+		RPC:               reply.DefaultConfig(),
+		RPCCompression:    "none",
+		RPCLinger:         time.Millisecond,
+		Reply:             ReplyKafka,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		HTTP2MaxStreams:   1000,
+		ShutdownTimeout:   30 * time.Second,
+		ReadyInterval:     5 * time.Second,
+	}
+}
+
+// RegisterFlags binds c's fields to the flags of `inlet serve`, each
+// package registering its own; the defaults are c's values.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address (host:port)")
+	cliflag.List(fs, &c.Brokers, "brokers", "Kafka seed brokers, comma-separated host:port; empty starts the embedded development broker")
+	fs.StringVar(&c.Ack, "ack", c.Ack, "when to answer: spool (200 once fsynced to the local spool), kafka (200 once Kafka acknowledged every event) or none (202 once enqueued in memory)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for local state: the spool (<data-dir>/spool) and the development broker's data")
+	c.Spool.RegisterFlags(fs, "spool-")
+	c.Broker.RegisterFlags(fs, "broker-")
+	c.Ingest.RegisterFlags(fs)
+	c.Kafka.RegisterFlags(fs)
+	c.RPC.RegisterFlags(fs)
+	fs.DurationVar(&c.RPCLinger, "rpc-linger", c.RPCLinger, "how long request-reply requests wait to share a produce request")
+	fs.StringVar(&c.RPCCompression, "rpc-compression", c.RPCCompression, "record batch compression of request-reply requests: none, gzip, snappy, lz4, zstd")
+	fs.StringVar(&c.Reply, "reply", c.Reply, "how replies come back: kafka (a reply topic per instance) or redis (a pub/sub channel per instance)")
+	fs.StringVar(&c.RedisAddr, "redis", c.RedisAddr, "Redis host:port for --reply redis")
+	fs.StringVar(&c.ReplyTopic, "reply-topic", c.ReplyTopic, "this instance's reply topic (default inlet.replies.<instance-id>)")
+	fs.StringVar(&c.ReplyChannel, "reply-channel", c.ReplyChannel, "this instance's reply channel (default inlet:replies:<instance-id>)")
+	fs.StringVar(&c.InstanceID, "instance-id", c.InstanceID, "this instance's name in its reply topic or channel (default <hostname>-<port>); keep it stable across restarts")
+	fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", c.ReadHeaderTimeout, "time a client has to send the request headers")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "time a client has to send the whole request")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection stays open")
+	fs.IntVar(&c.HTTP2MaxStreams, "http2-max-streams", c.HTTP2MaxStreams, "concurrent requests on one HTTP/2 (h2c) connection")
+	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve Go profiles under /debug/pprof/ (for diagnosis; do not expose publicly)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM/SIGINT, time to finish requests, drain the spool and flush before exiting")
+}
+
+// rpcKafka is the configuration of the request producer: the events
+// producer's (brokers, buffer bounds, delivery timeout; client id with
+// "-rpc"), with its own compression and linger, to one partition at a time.
+func (c Config) rpcKafka(brokers []string) kafka.Config {
+	k := c.Kafka
+	k.Brokers = brokers
+	k.ClientID += "-rpc"
+	k.Compression, k.Linger, k.Sticky = c.RPCCompression, c.RPCLinger, true
+	return k
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	switch c.Ack {
+	case AckKafka, AckNone:
+	case AckSpool:
+		sc := c.Spool
+		if sc.Dir == "" {
+			sc.Dir = "spool" // only for validation
+		}
+		if err := sc.Validate(); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("--ack %q: want spool, kafka or none", c.Ack)
+	}
+	switch c.Reply {
+	case ReplyKafka:
+	case ReplyRedis:
+		if c.RedisAddr == "" && len(c.RPC.Services) > 0 {
+			return errors.New("--reply redis needs --redis host:port")
+		}
+	default:
+		return fmt.Errorf("--reply %q: want kafka or redis", c.Reply)
+	}
+	if err := c.RPC.Validate(); err != nil {
+		return err
+	}
+	if _, err := kafka.Codec(c.RPCCompression); err != nil {
+		return fmt.Errorf("--rpc-compression: %w", err)
+	}
+	if c.RPCLinger < 0 {
+		return errors.New("--rpc-linger must not be negative")
+	}
+	if c.HTTP2MaxStreams < 1 {
+		return errors.New("--http2-max-streams must be at least 1")
+	}
+	if c.ShutdownTimeout <= 0 || c.ReadTimeout <= 0 || c.ReadHeaderTimeout <= 0 {
+		return errors.New("timeouts must be positive")
+	}
+	if c.ReadyInterval <= 0 {
+		return errors.New("the readiness interval must be positive")
+	}
+	return c.Ingest.Validate()
+}

@@ -1,0 +1,281 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/inlet-dev/inlet/internal/devbroker"
+	"github.com/inlet-dev/inlet/internal/ingest"
+	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/reply"
+	"github.com/inlet-dev/inlet/internal/spool"
+)
+
+// Gateway is a running `inlet serve`. Start it with Start and stop it with
+// Shutdown; its methods are safe for concurrent use.
+type Gateway struct {
+	cfg Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	lc  lifecycle
+
+	broker  *devbroker.Broker // nil with Brokers
+	prod    *kafka.Producer   // events (and, with ack=spool, the forwarder)
+	spool   *spool.Spool      // ack=spool only
+	fwd     *spool.Forwarder  // ack=spool only
+	kafka   *kafkaCheck
+	router  *reply.Router
+	replies reply.Transport // nil without request-reply services
+	srv     *http.Server
+	ln      net.Listener
+
+	stopping     atomic.Bool
+	shutdownOnce atomic.Bool
+	served       chan error
+}
+
+// Shares of the shutdown budget (lifecycle.stop). The HTTP drain may wait
+// for requests that wait for Kafka (--produce-timeout); the spool drain
+// sends what the spool holds; the flush sends what the producer holds.
+const (
+	weightHTTP      = 4
+	weightRPC       = 1
+	weightSpoolRead = 4 // drain, then stop the forwarder
+	weightProducer  = 2
+)
+
+// Start starts every part of the gateway, in the order below; it serves
+// when Start returns. Shutdown stops them in the reverse order:
+//
+//  1. the development broker (without Brokers)
+//  2. the events producer
+//  3. the spool and its forwarder (ack=spool)
+//  4. request-reply: the reply transport, the request producer, the handler
+//  5. the Kafka readiness check
+//  6. the HTTP server
+//
+// If a step fails, Start stops what it started, within ShutdownTimeout,
+// and returns the error.
+func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	g = &Gateway{cfg: cfg, log: log, lc: lifecycle{log: log}, served: make(chan error, 1)}
+	defer func() {
+		if err == nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		g.stopping.Store(true)
+		if serr := g.lc.stop(ctx); serr != nil {
+			log.Warn("stopping after a failed start", "err", serr)
+		}
+		g = nil
+	}()
+	g.reg = prometheus.NewRegistry()
+	g.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	brokers := cfg.Brokers
+	if len(brokers) == 0 {
+		if brokers, err = g.startBroker(); err != nil {
+			return nil, err
+		}
+	}
+	if err := g.startProducer(brokers); err != nil {
+		return nil, err
+	}
+	sink, err := g.startSink()
+	if err != nil {
+		return nil, err
+	}
+	ic := cfg.Ingest
+	ic.AckStatus = ackStatus(cfg.Ack)
+	in, err := ingest.New(ic, sink, log, g.reg)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	in.Register(mux)
+	if err := g.startRPC(brokers, mux); err != nil {
+		return nil, err
+	}
+	g.startReadiness()
+	g.routes(mux)
+	if err := g.startHTTP(mux); err != nil {
+		return nil, err
+	}
+	log.Info("serving", "addr", g.Addr(), "brokers", brokers, "ack", cfg.Ack, "topic", ic.Topic)
+	return g, nil
+}
+
+func (g *Gateway) startBroker() ([]string, error) {
+	bc := g.cfg.Broker
+	if bc.DataDir == "" {
+		bc.DataDir = g.cfg.DataDir
+	}
+	b, err := devbroker.Start(bc, g.log)
+	if err != nil {
+		return nil, err
+	}
+	g.broker = b
+	g.lc.started("development broker", 0, func(context.Context) error { b.Close(); return nil })
+	return []string{b.Addr()}, nil
+}
+
+func (g *Gateway) startProducer(brokers []string) error {
+	kc := g.cfg.Kafka
+	kc.Brokers = brokers
+	p, err := kafka.NewProducer(kc, g.log, kafka.NewMetrics(producerMetrics(g.reg, "events")))
+	if err != nil {
+		return err
+	}
+	g.prod = p
+	g.lc.started("events producer", weightProducer, g.closeProducer)
+	return nil
+}
+
+// closeProducer flushes what the producer holds within ctx. With ack=spool
+// what it holds is also in the spool, so an unfinished flush loses nothing
+// (the forwarder sends it again on the next start); with ack=kafka and
+// ack=none it is an error: the records may be lost.
+func (g *Gateway) closeProducer(ctx context.Context) error {
+	err := g.prod.Close(ctx)
+	if err != nil && g.cfg.Ack == AckSpool {
+		g.log.Info("the producer did not flush in time; what it held is still in the spool", "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("flushing the producer: %w", err)
+	}
+	return nil
+}
+
+// startSink opens what the ack mode writes to.
+func (g *Gateway) startSink() (ingest.Sink, error) {
+	switch g.cfg.Ack {
+	case AckKafka:
+		return kafkaSink{g.prod}, nil
+	case AckNone:
+		return enqueueSink{g.prod}, nil
+	}
+	sc := g.cfg.Spool
+	if sc.Dir == "" {
+		sc.Dir = filepath.Join(g.cfg.DataDir, "spool")
+	}
+	s, err := spool.Open(sc, g.log, spool.NewMetrics(g.reg))
+	if err != nil {
+		return nil, err
+	}
+	g.spool = s
+	g.lc.started("spool", 0, func(context.Context) error {
+		if err := s.Close(); err != nil {
+			return fmt.Errorf("closing the spool: %w", err)
+		}
+		return nil
+	})
+	g.fwd = spool.StartForwarder(s, forwarding{g.prod}, g.cfg.Forwarder, g.log)
+	g.lc.started("spool forwarder", weightSpoolRead, func(ctx context.Context) error {
+		g.drainSpool(ctx)
+		g.fwd.Stop(ctx)
+		return nil
+	})
+	return spoolSink{s}, nil
+}
+
+// drainSpool lets the forwarder send what the spool holds, so that a
+// container restarted without its volume loses nothing, until ctx has a
+// tenth of its time left (for the forwarder to stop). What is left stays in
+// the spool, durable, and is sent on the next start from the same data
+// dir: that is not a failure, and it is logged with its count.
+func (g *Gateway) drainSpool(ctx context.Context) {
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(deadline)*9/10))
+		defer cancel()
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		n := g.spool.Stats().Unforwarded
+		if n == 0 {
+			g.log.Info("spool drained: every acknowledged event is in kafka")
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			g.log.Warn("stopping with events still in the spool; they are sent on the next start with the same --data-dir (keep it on a persistent volume)",
+				"records", n, "dir", g.spool.Dir(), "forwarder", g.fwd.State())
+			return
+		}
+	}
+}
+
+func (g *Gateway) startReadiness() {
+	g.kafka = newKafkaCheck(g.prod, g.cfg.ReadyInterval)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); g.kafka.run(ctx, g) }()
+	g.lc.started("readiness check", 0, func(context.Context) error { cancel(); <-done; return nil })
+}
+
+// Addr is the address the HTTP server listens on.
+func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// BrokerAddr is the development broker's address; "" with Brokers.
+func (g *Gateway) BrokerAddr() string {
+	if g.broker == nil {
+		return ""
+	}
+	return g.broker.Addr()
+}
+
+// Done is closed when the HTTP server stops; it carries the error that
+// stopped it, if any.
+func (g *Gateway) Done() <-chan error { return g.served }
+
+// Shutdown stops the gateway within ctx, in the reverse order of Start:
+// /readyz turns 503 at once; the HTTP server stops taking requests and
+// waits for those in flight (each waits for its acknowledgement), closing
+// what is left at its share of the budget; request-reply stops; the spool
+// drains into Kafka and the forwarder stops; the producer flushes; the
+// development broker stops.
+//
+// It returns an error only if an acknowledged event may be lost: with
+// ack=kafka or ack=none, records the producer could not flush in time.
+// With ack=spool, records still in the spool are not an error (they are
+// logged with their count, and sent on the next start). Calls after the
+// first return nil at once.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	if g.shutdownOnce.Swap(true) {
+		return nil
+	}
+	g.stopping.Store(true)
+	return g.lc.stop(ctx)
+}
+
+// producerMetrics registers a producer's metrics with the label
+// producer="events" (ingest) or "rpc" (request-reply requests).
+func producerMetrics(reg prometheus.Registerer, name string) prometheus.Registerer {
+	return prometheus.WrapRegistererWith(prometheus.Labels{"producer": name}, reg)
+}
+
+var errServerClosed = http.ErrServerClosed
+
+func serveErr(err error) error {
+	if errors.Is(err, errServerClosed) {
+		return nil
+	}
+	return err
+}

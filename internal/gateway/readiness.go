@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/kafka"
+)
+
+// Readiness is the body of /readyz: whether the gateway takes events now,
+// and the state of each part that decides it.
+type Readiness struct {
+	Ready bool        `json:"ready"`
+	Ack   string      `json:"ack"`
+	Kafka string      `json:"kafka"` // "ok" or why not
+	Error string      `json:"error,omitempty"`
+	Spool *SpoolState `json:"spool,omitempty"`
+	RPC   *RPCState   `json:"rpc,omitempty"`
+}
+
+// RPCState is the request-reply part of /readyz.
+type RPCState struct {
+	Replies  string `json:"replies"`
+	Healthy  string `json:"healthy"` // "ok" or why not
+	InFlight int    `json:"in_flight"`
+	Peak     int    `json:"in_flight_peak"`
+}
+
+// SpoolState is the spool part of /readyz (ack=spool).
+type SpoolState struct {
+	Bytes                    int64   `json:"bytes"`
+	MaxBytes                 int64   `json:"max_bytes"`
+	Segments                 int     `json:"segments"`
+	Unforwarded              uint64  `json:"unforwarded_records"`
+	OldestUnforwardedSeconds float64 `json:"oldest_unforwarded_seconds"`
+	Forwarder                string  `json:"forwarder"`
+	Failed                   string  `json:"failed,omitempty"`
+}
+
+// kafkaCheck follows whether Kafka answers: a real metadata request,
+// quickly until the first success, then every interval.
+type kafkaCheck struct {
+	prod     *kafka.Producer
+	interval time.Duration
+	ok       atomic.Bool
+	why      atomic.Pointer[string]
+}
+
+func newKafkaCheck(p *kafka.Producer, interval time.Duration) *kafkaCheck {
+	c := &kafkaCheck{prod: p, interval: interval}
+	why := "no metadata request has succeeded yet"
+	c.why.Store(&why)
+	return c
+}
+
+// run checks until ctx is done.
+func (c *kafkaCheck) run(ctx context.Context, g *Gateway) {
+	wait := 250 * time.Millisecond
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := c.prod.Ping(pctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			why := err.Error()
+			c.why.Store(&why)
+			if c.ok.Swap(false) {
+				g.log.Warn("not ready: kafka unreachable", "err", err)
+			}
+		} else {
+			if !c.ok.Swap(true) {
+				g.log.Info("ready: kafka answered a metadata request")
+			}
+			wait = c.interval
+		}
+		t.Reset(wait)
+	}
+}
+
+// state is "ok" or why Kafka is not reachable.
+func (c *kafkaCheck) state() string {
+	if c.ok.Load() {
+		return "ok"
+	}
+	return *c.why.Load()
+}
+
+// spoolReadyRoom is the free room below which a spool counts as full for
+// readiness: one more request body of the largest size (so a load balancer
+// moves new clients elsewhere before requests are refused), or a twentieth
+// of the spool when the spool holds fewer than twenty such bodies.
+func (g *Gateway) spoolReadyRoom(maxBytes int64) int64 {
+	return min(g.cfg.Ingest.MaxDecompressedBytes, maxBytes/20)
+}
+
+// Ready reports whether the gateway takes events now, and why not. With
+// ack=spool that needs a spool that can write and has room, not Kafka: the
+// spool absorbs broker outages. Otherwise Kafka must have answered the last
+// metadata request. A gateway that is shutting down is not ready.
+func (g *Gateway) Ready() Readiness {
+	rd := Readiness{Ack: g.cfg.Ack, Kafka: g.kafka.state()}
+	if g.replies != nil {
+		rd.RPC = &RPCState{Replies: g.replies.Address().String(), Healthy: "ok", InFlight: g.router.InFlight(), Peak: g.router.Peak()}
+		if err := g.replies.Healthy(); err != nil {
+			rd.RPC.Healthy = err.Error()
+		}
+	}
+	if g.spool != nil {
+		st := g.spool.Stats()
+		rd.Spool = &SpoolState{Bytes: st.Bytes, MaxBytes: st.MaxBytes, Segments: st.Segments, Unforwarded: st.Unforwarded,
+			OldestUnforwardedSeconds: g.fwd.OldestAge().Seconds(), Forwarder: g.fwd.State(), Failed: st.Failed}
+	}
+	switch {
+	case g.stopping.Load():
+		rd.Error = "shutting down"
+	case rd.Spool != nil && rd.Spool.Failed != "":
+		rd.Error = "the spool cannot write: " + rd.Spool.Failed
+	case rd.Spool != nil && rd.Spool.MaxBytes-rd.Spool.Bytes < g.spoolReadyRoom(rd.Spool.MaxBytes):
+		rd.Error = "the spool is full"
+	case rd.Spool == nil && rd.Kafka != "ok":
+		rd.Error = "kafka: " + rd.Kafka
+	default:
+		rd.Ready = true
+	}
+	return rd
+}
+
+func (g *Gateway) serveReady(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	rd := g.Ready()
+	if !rd.Ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(rd)
+}
+
+func serveHealth(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+}

@@ -1,0 +1,90 @@
+package gateway
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/reply"
+)
+
+// startRPC sets up POST /v1/rpc/{service}: the router, and, when some
+// service is enabled, the reply transport and the request producer.
+// Without services every call is answered 404.
+func (g *Gateway) startRPC(brokers []string, mux *http.ServeMux) error {
+	cfg := g.cfg
+	g.router = reply.NewRouter(cfg.RPC.MaxInFlight, reply.NewMetrics(g.reg))
+	var (
+		t reply.Transport
+		p reply.Producer
+	)
+	if len(cfg.RPC.Services) > 0 {
+		id := cfg.InstanceID
+		if id == "" {
+			id = defaultInstanceID(cfg.Listen)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var err error
+		switch cfg.Reply {
+		case ReplyKafka:
+			topic := cfg.ReplyTopic
+			if topic == "" {
+				topic = "inlet.replies." + id
+			}
+			t, err = reply.StartKafka(ctx, brokers, topic, g.router, g.log)
+		case ReplyRedis:
+			channel := cfg.ReplyChannel
+			if channel == "" {
+				channel = "inlet:replies:" + id
+			}
+			t, err = reply.StartRedis(ctx, cfg.RedisAddr, channel, g.router, g.log)
+		}
+		if err != nil {
+			return err
+		}
+		g.replies = t
+		g.lc.started("reply transport", 0, func(context.Context) error { t.Close(); return nil })
+		rp, err := kafka.NewProducer(cfg.rpcKafka(brokers), g.log, kafka.NewMetrics(producerMetrics(g.reg, "rpc")))
+		if err != nil {
+			return err
+		}
+		// Requests not yet in Kafka get a second: their callers are gone.
+		g.lc.started("request producer", weightRPC, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_ = rp.Close(ctx)
+			return nil
+		})
+		p = reply.ProducerFunc(rp.ProduceFunc)
+		g.log.Info("request-reply enabled", "services", cfg.RPC.Services, "replies", t.Address().String())
+	}
+	h, err := reply.NewHandler(cfg.RPC, g.router, t, p, g.log)
+	if err != nil {
+		return err
+	}
+	g.lc.started("request-reply handler", 0, func(context.Context) error { h.Close(); return nil })
+	h.Register(mux)
+	return nil
+}
+
+// defaultInstanceID names this instance for its reply topic or channel:
+// the host name and the HTTP port, so that two instances on one host differ.
+func defaultInstanceID(listen string) string {
+	host, _ := os.Hostname()
+	_, port, _ := net.SplitHostPort(listen)
+	if port == "" || port == "0" {
+		port = event.NewID()[24:] // a free port picked at start: be unique
+	}
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '-'
+	}, host+"-"+port)
+}
