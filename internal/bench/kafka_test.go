@@ -3,10 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,28 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/inlet-dev/inlet/internal/devbroker"
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
-
-// kafkaBrokers returns the Kafka to test against: the real broker of
-// `make test` (INLET_TEST_BROKERS), else a development broker in process.
-func kafkaBrokers(tb testing.TB) []string {
-	tb.Helper()
-	if b := os.Getenv("INLET_TEST_BROKERS"); b != "" {
-		return strings.Split(b, ",")
-	}
-	if os.Getenv("INLET_TEST_REQUIRE_KAFKA") == "1" {
-		tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_BROKERS is empty: run `make test`")
-	}
-	cfg := devbroker.DefaultConfig()
-	cfg.Listen, cfg.SyncWrites = "127.0.0.1:0", false
-	b, err := devbroker.Start(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(b.Close)
-	return []string{b.Addr()}
-}
 
 var kafkaTopics atomic.Int64
 
@@ -78,7 +55,7 @@ func readTopic(tb testing.TB, brokers []string, topic string, want int, timeout 
 
 func TestBenchKafkaProduce(t *testing.T) {
 	t.Parallel()
-	brokers := kafkaBrokers(t)
+	brokers := testkit.Brokers(t)
 	cases := []struct {
 		acks, compression string
 		size              int
@@ -127,7 +104,7 @@ func TestBenchKafkaProduce(t *testing.T) {
 
 func TestBenchKafkaEndToEnd(t *testing.T) {
 	t.Parallel()
-	brokers := kafkaBrokers(t)
+	brokers := testkit.Brokers(t)
 	k, cfg := kafkaTarget(t, brokers, func(c *KafkaConfig) { c.E2E = true })
 	// Another producer's records on the topic are not this run's.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
