@@ -11,10 +11,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/ratelog"
 )
 
 // Producer hands records to Kafka in order and returns at once; the
-// Delivery tells when Kafka acknowledged all of them.
+// Delivery tells when Kafka acknowledged all of them. The forwarder calls
+// Produce from one goroutine at a time. A Produce that does not return
+// holds the forwarder back, but not Stop (see Forwarder.Stop).
 type Producer interface {
 	Produce(recs []event.Record) (Delivery, error)
 }
@@ -22,16 +25,16 @@ type Producer interface {
 // Delivery is the pending acknowledgement of one Produce call.
 type Delivery interface {
 	// Wait blocks until Kafka acknowledged every record (nil), one failed,
-	// or ctx is done.
+	// or ctx is done (it must then return).
 	Wait(ctx context.Context) error
 }
 
 // Forwarder states.
 const (
 	StateIdle       = "idle"       // everything spooled was delivered
-	StateForwarding = "forwarding" // a window is on its way to Kafka
-	StateStalled    = "stalled"    // Kafka has not acknowledged a window for StallAfter
-	StateRetrying   = "retrying"   // a window failed; waiting to send it again
+	StateForwarding = "forwarding" // windows are on their way to Kafka
+	StateStalled    = "stalled"    // Kafka has not acknowledged the oldest window for StallAfter
+	StateRetrying   = "retrying"   // a window failed; waiting to send it, and those after it, again
 	StateStopped    = "stopped"
 )
 
@@ -53,49 +56,99 @@ func DefaultForwarderConfig() ForwarderConfig {
 
 // Forwarder sends the spool's records to Kafka in order, up to Windows
 // windows in flight, and acknowledges windows in the spool in order, each
-// only once Kafka acknowledged all of it (and all before it). Order per key
-// holds because windows are handed to the idempotent producer in order; a
-// window that fails (after the producer's own retries, for the delivery
-// timeout) is sent again, after the windows behind it.
+// only once Kafka acknowledged all of it (and all before it).
+//
+// Order per key holds because windows are handed to the idempotent producer
+// in order, and a window that fails (after the producer's own retries: the
+// delivery timeout, a non-retriable error, a full buffer) is never
+// overtaken: the forwarder produces nothing more, abandons the windows it
+// produced after the failed one, and after a backoff produces again from
+// the spool's delivered position, the failed window first. Windows that
+// Kafka took before they were abandoned are sent again: delivery is
+// at-least-once, and the last copy of each record lands in order.
 type Forwarder struct {
 	s       *Spool
 	p       Producer
 	cfg     ForwarderConfig
 	log     *slog.Logger
 	metrics *Metrics
+	// afterFunc starts the stall timer: time.AfterFunc, or a test's seam.
+	afterFunc func(d time.Duration, fn func()) (stop func() bool)
 
-	state  atomic.Value // string
-	oldest atomic.Int64 // unix ns of the oldest record in flight; 0 when none
+	retryLog, recoverLog, readLog, ackLog *ratelog.Limiter
 
-	stopWait  context.CancelFunc // stop waiting for new records
-	cancelRun context.CancelFunc // abandon the window in flight
-	done      chan struct{}
+	stopCtx   context.Context // done once Stop is called: produce nothing more
+	stopRead  context.CancelFunc
+	runCtx    context.Context // done at Stop's deadline: abandon what is in flight
+	cancelRun context.CancelFunc
+	done      chan struct{} // closed when run returned
 	stopOnce  sync.Once
+
+	attempts int // failed epochs since a window was acknowledged; run's alone
+
+	state  atomic.Value // string; written with mu held
+	oldest atomic.Int64 // unix ns of the oldest record in flight; 0 when none; written with mu held
+
+	// mu guards what the state derives from, so that each change of state
+	// and its metric is one step. Lock order: ackMu, then mu.
+	mu       sync.Mutex
+	inflight int    // windows produced and not yet acknowledged or abandoned
+	wait     uint64 // counts the deliveries waited for; a late stall timer of an earlier one does nothing
+	stalled  bool
+	retrying bool
+	stopped  bool
+
+	// ackMu serializes recording a delivery in the spool with Stop giving
+	// up on the forwarder: once abandoned is set, nothing more is recorded.
+	ackMu     sync.Mutex
+	abandoned bool
 }
+
+// stopGrace bounds how long Stop waits past its deadline for the forwarder
+// to return from the producer.
+const stopGrace = 200 * time.Millisecond
 
 // StartForwarder starts forwarding from the spool's delivered position.
 // Stop it with Stop before closing the spool.
 func StartForwarder(s *Spool, p Producer, cfg ForwarderConfig, log *slog.Logger) *Forwarder {
-	f := &Forwarder{s: s, p: p, cfg: cfg, log: log, metrics: s.metrics, done: make(chan struct{})}
-	f.setState(StateIdle)
-	if reg := s.metrics.reg; reg != nil {
+	f := newForwarder(s, p, cfg, log)
+	f.start()
+	return f
+}
+
+func newForwarder(s *Spool, p Producer, cfg ForwarderConfig, log *slog.Logger) *Forwarder {
+	f := &Forwarder{
+		s: s, p: p, cfg: cfg, log: log, metrics: s.metrics, done: make(chan struct{}),
+		afterFunc:  func(d time.Duration, fn func()) func() bool { return time.AfterFunc(d, fn).Stop },
+		retryLog:   ratelog.New(log, slog.LevelWarn, "forwarder: kafka did not take the records; sending them again", 10*time.Second),
+		recoverLog: ratelog.New(log, slog.LevelInfo, "forwarder: kafka acknowledged again", 10*time.Second),
+		readLog:    ratelog.New(log, slog.LevelError, "spool: reading for the forwarder", 10*time.Second),
+		ackLog:     ratelog.New(log, slog.LevelError, "spool: recording delivery", 10*time.Second),
+	}
+	f.stopCtx, f.stopRead = context.WithCancel(context.Background())
+	f.runCtx, f.cancelRun = context.WithCancel(context.Background())
+	f.mu.Lock()
+	f.update()
+	f.mu.Unlock()
+	return f
+}
+
+func (f *Forwarder) start() {
+	if reg := f.metrics.reg; reg != nil {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "inlet_spool_oldest_unforwarded_seconds",
 			Help: "Age of the oldest spooled record Kafka has not acknowledged (0 when none).",
 		}, func() float64 { return f.OldestAge().Seconds() }))
 	}
-	waitCtx, stopWait := context.WithCancel(context.Background())
-	runCtx, cancelRun := context.WithCancel(context.Background())
-	f.stopWait, f.cancelRun = stopWait, cancelRun
-	go f.run(waitCtx, runCtx)
-	return f
+	go f.run()
 }
 
 // State is the forwarder's state: idle, forwarding, stalled, retrying or stopped.
 func (f *Forwarder) State() string { return f.state.Load().(string) }
 
 // OldestAge is the age of the oldest record not yet acknowledged by Kafka
-// that the forwarder is sending; 0 when it sends nothing.
+// that the forwarder is sending (or waiting to send again); 0 when it sends
+// nothing.
 func (f *Forwarder) OldestAge() time.Duration {
 	if ns := f.oldest.Load(); ns != 0 {
 		return time.Since(time.Unix(0, ns))
@@ -103,7 +156,22 @@ func (f *Forwarder) OldestAge() time.Duration {
 	return 0
 }
 
-func (f *Forwarder) setState(st string) {
+// update derives the state from what it depends on. f.mu must be held.
+func (f *Forwarder) update() {
+	st := StateIdle
+	switch {
+	case f.stopped:
+		st = StateStopped
+	case f.retrying:
+		st = StateRetrying
+	case f.stalled:
+		st = StateStalled
+	case f.inflight > 0:
+		st = StateForwarding
+	}
+	if old, _ := f.state.Load().(string); old == st {
+		return
+	}
 	f.state.Store(st)
 	for _, s := range states {
 		v := 0.0
@@ -120,130 +188,237 @@ type window struct {
 	next   Pos // the position after them
 	oldest int64
 	d      Delivery
-	err    error // of Produce; the acker sends the window again
+	err    error // of Produce
 }
 
-// run reads windows and hands them to the producer; the acker waits for
-// them in order.
-func (f *Forwarder) run(waitCtx, runCtx context.Context) {
-	defer close(f.done)
-	defer f.setState(StateStopped)
-	inflight := make(chan *window, max(f.cfg.Windows-1, 0)) // one more is with the acker
-	ackerDone := make(chan struct{})
-	go f.acker(runCtx, inflight, ackerDone)
-	defer func() { close(inflight); <-ackerDone }()
+// readError is a failure to read the spool, as opposed to Kafka's.
+type readError struct{ err error }
 
-	r := f.s.NewReader(f.s.Delivered())
-	defer r.Close()
-	for waitCtx.Err() == nil {
-		entries, next, err := r.Next(waitCtx, f.cfg.WindowBytes)
-		if err != nil {
-			if waitCtx.Err() != nil || errors.Is(err, ErrClosed) {
-				return
-			}
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// run runs epochs until the forwarder stops, backing off after each failed
+// one.
+func (f *Forwarder) run() {
+	defer close(f.done)
+	defer func() {
+		f.mu.Lock()
+		f.stopped, f.inflight, f.stalled, f.retrying = true, 0, false, false
+		f.oldest.Store(0)
+		f.update()
+		f.mu.Unlock()
+	}()
+	for {
+		err := f.epoch()
+		if err == nil || f.stopCtx.Err() != nil {
+			return
+		}
+		f.attempts++
+		backoff := f.cfg.MaxBackoff
+		if re := (*readError)(nil); errors.As(err, &re) {
 			// A read error is a bug or a damaged disk: say so, and try
 			// again rather than skip records.
-			f.log.Error("spool: reading for the forwarder", "err", err)
-			if !sleep(waitCtx, f.cfg.MaxBackoff) {
-				return
+			f.readLog.Log("err", err)
+		} else {
+			f.metrics.ForwardErrors.Inc()
+			backoff = f.cfg.MinBackoff // doubling per failure, up to MaxBackoff
+			for i := 1; i < f.attempts && backoff < f.cfg.MaxBackoff; i++ {
+				backoff *= 2
 			}
-			r.Close()
-			r = f.s.NewReader(f.s.Delivered())
-			continue
+			backoff = min(backoff, f.cfg.MaxBackoff)
+		}
+		f.mu.Lock()
+		f.retrying = true
+		f.update()
+		f.mu.Unlock()
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-f.stopCtx.Done(): // nothing is in flight: stop at once
+			t.Stop()
+			return
+		}
+		f.mu.Lock()
+		f.retrying = false
+		f.update()
+		f.mu.Unlock()
+	}
+}
+
+// epoch produces windows from the spool's delivered position on, at most
+// Windows of them unacknowledged at once, and waits for them in order,
+// recording each delivery in the spool. It returns nil once the forwarder
+// stops or the spool is closed, and otherwise the error of the first window
+// that failed (or of reading the spool). Before it returns, the reader has
+// stopped: nothing newer than the failed window was produced after the
+// failure, and the windows produced after it are abandoned.
+func (f *Forwarder) epoch() error {
+	ctx, abort := context.WithCancel(f.runCtx)
+	slots := make(chan struct{}, max(f.cfg.Windows, 1))
+	windows := make(chan *window, cap(slots))
+	var readErr error
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		defer close(windows)
+		readErr = f.read(ctx, slots, windows)
+	}()
+	defer func() {
+		abort()
+		<-readerDone // a Produce under way ends before the next epoch's first
+		f.mu.Lock()
+		f.inflight = 0
+		f.update()
+		f.mu.Unlock()
+	}()
+	for w := range windows {
+		if err := f.deliver(ctx, w); err != nil {
+			if ctx.Err() != nil {
+				return nil // abandoned at Stop's deadline
+			}
+			f.retryLog.Log("records", len(w.recs), "attempt", f.attempts+1, "err", err)
+			return err
+		}
+		if f.attempts > 0 {
+			f.recoverLog.Log("attempts", f.attempts+1)
+			f.attempts = 0
+		}
+		if !f.record(w) {
+			return nil
+		}
+		<-slots
+	}
+	return readErr // the reader stopped: at Stop, at Close, or failing
+}
+
+// read reads windows from the spool's delivered position, produces them,
+// and hands them to the epoch in order, taking a slot for each. It stops
+// when ctx ends, when Stop is called, or after a window whose Produce
+// failed: nothing newer may be produced before that one.
+func (f *Forwarder) read(ctx context.Context, slots chan<- struct{}, windows chan<- *window) error {
+	readCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(f.stopCtx, cancel)()
+	r := f.s.NewReader(f.s.Delivered())
+	defer r.Close()
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-readCtx.Done():
+			return nil
+		}
+		entries, next, err := r.Next(readCtx, f.cfg.WindowBytes)
+		if err != nil {
+			if readCtx.Err() != nil || errors.Is(err, ErrClosed) {
+				return nil
+			}
+			return &readError{err}
 		}
 		w := &window{recs: make([]event.Record, len(entries)), next: next, oldest: entries[0].AppendedAt.UnixNano()}
 		for i := range entries {
 			w.recs[i] = entries[i].Record
 		}
-		f.oldest.CompareAndSwap(0, w.oldest)
+		f.mu.Lock()
+		if f.inflight == 0 {
+			f.oldest.Store(w.oldest)
+		}
+		f.inflight++
+		f.update()
+		f.mu.Unlock()
 		w.d, w.err = f.p.Produce(w.recs)
-		select {
-		case inflight <- w:
-		case <-runCtx.Done():
-			return
+		windows <- w // never blocks: it holds as many windows as there are slots
+		if w.err != nil {
+			return nil
 		}
 	}
 }
 
-// acker waits for each window in order, sends failed ones again, and
-// records delivery in the spool.
-func (f *Forwarder) acker(ctx context.Context, inflight <-chan *window, done chan<- struct{}) {
-	defer close(done)
-	for w := range inflight {
-		f.oldest.Store(w.oldest)
-		if !f.deliver(ctx, w) {
-			for range inflight { // abandoned: they are sent again on the next start
+// deliver waits until Kafka acknowledged all of w, reporting StateStalled
+// while that takes more than StallAfter.
+func (f *Forwarder) deliver(ctx context.Context, w *window) error {
+	f.mu.Lock()
+	f.oldest.Store(w.oldest)
+	f.wait++
+	wait := f.wait
+	f.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	stop := func() bool { return false }
+	if f.cfg.StallAfter > 0 {
+		stop = f.afterFunc(f.cfg.StallAfter, func() {
+			f.mu.Lock()
+			if f.wait == wait { // still waiting for w
+				f.stalled = true
+				f.update()
 			}
-			return
-		}
-		if err := f.s.Ack(w.next); err != nil {
-			f.log.Error("spool: recording delivery", "err", err)
-		}
-		f.metrics.Forwarded.Add(float64(len(w.recs)))
-		if len(inflight) == 0 {
-			f.oldest.Store(0)
-			f.setState(StateIdle)
-		}
+			f.mu.Unlock()
+		})
 	}
+	err := w.d.Wait(ctx)
+	stop()
+	f.mu.Lock()
+	f.wait++ // a stall timer that fires now does nothing
+	f.stalled = false
+	f.update()
+	f.mu.Unlock()
+	return err
 }
 
-// deliver waits until Kafka acknowledged all of w, sending it again after
-// a failure; it returns false when told to abandon it.
-func (f *Forwarder) deliver(ctx context.Context, w *window) bool {
-	backoff := f.cfg.MinBackoff
-	for attempt := 1; ; attempt++ {
-		f.setState(StateForwarding)
-		err := w.err
-		if err == nil {
-			stall := time.AfterFunc(f.cfg.StallAfter, func() { f.setState(StateStalled) })
-			err = w.d.Wait(ctx)
-			stall.Stop()
-		}
-		if err == nil {
-			if attempt > 1 {
-				f.log.Info("forwarder: kafka acknowledged again", "attempts", attempt)
-			}
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		f.metrics.ForwardErrors.Inc()
-		if attempt == 1 || attempt%10 == 0 {
-			f.log.Warn("forwarder: kafka did not take the records; sending them again", "records", len(w.recs), "attempt", attempt, "err", err)
-		}
-		f.setState(StateRetrying)
-		if !sleep(ctx, backoff) {
-			return false
-		}
-		backoff = min(2*backoff, f.cfg.MaxBackoff)
-		w.d, w.err = f.p.Produce(w.recs)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
+// record records the delivery of w in the spool, unless Stop gave up on
+// the forwarder (false).
+func (f *Forwarder) record(w *window) bool {
+	f.ackMu.Lock()
+	defer f.ackMu.Unlock()
+	if f.abandoned {
 		return false
 	}
+	if err := f.s.Ack(w.next); err != nil {
+		f.ackLog.Log("err", err)
+	}
+	f.metrics.Forwarded.Add(float64(len(w.recs)))
+	f.mu.Lock()
+	f.inflight--
+	if f.inflight == 0 {
+		f.oldest.Store(0)
+	}
+	f.update()
+	f.mu.Unlock()
+	return true
 }
 
-// Stop stops the forwarder: it stops reading at once, lets the window in
-// flight finish until ctx ends, then abandons it (it is sent again on the
-// next start). It returns when the forwarder has stopped.
+// Stop stops the forwarder: it produces nothing more, lets the windows in
+// flight be acknowledged until ctx ends, then abandons them (they are sent
+// again on the next start); a failed window is not retried. It returns once
+// the forwarder has stopped, and at the latest a fraction of a second after
+// ctx ended, even if the producer's Produce does not return: the forwarder
+// then records no delivery after Stop returned, so the spool may be closed,
+// and its goroutine ends once Produce returns. It is safe to call more than
+// once, and concurrently.
 func (f *Forwarder) Stop(ctx context.Context) {
 	f.stopOnce.Do(func() {
-		f.stopWait()
+		f.stopRead()
 		select {
 		case <-f.done:
+			return
 		case <-ctx.Done():
-			f.log.Warn("forwarder: shutdown deadline with a window in flight; it is sent again on the next start")
 		}
 		f.cancelRun()
-		<-f.done
+		t := time.NewTimer(stopGrace)
+		defer t.Stop()
+		select {
+		case <-f.done:
+			f.log.Warn("forwarder: shutdown deadline with windows in flight; they are sent again on the next start")
+			return
+		case <-t.C:
+		}
+		f.ackMu.Lock()
+		f.abandoned = true
+		f.ackMu.Unlock()
+		f.mu.Lock()
+		f.stopped = true
+		f.update()
+		f.mu.Unlock()
+		f.log.Error("forwarder: the producer did not return by the shutdown deadline; leaving it behind; what it had is sent again on the next start")
 	})
 }
