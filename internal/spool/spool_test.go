@@ -500,3 +500,54 @@ func TestAppendAfterClose(t *testing.T) {
 		t.Fatalf("append after close: %v", err)
 	}
 }
+
+// TestConcurrentAcks acks from several goroutines at once: every delivered
+// segment is deleted once, and the spool's accounting matches the disk.
+func TestConcurrentAcks(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.SegmentBytes = 4 << 10
+	s, _, _ := open(t, cfg)
+	for i := range 120 {
+		if err := s.Append(context.Background(), []event.Record{bigRec(fmt.Sprintf("r%03d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A position at the start of every segment, and the end.
+	var positions []Pos
+	for _, path := range segFiles(t, cfg.Dir) {
+		var base uint64
+		fmt.Sscanf(filepath.Base(path), "%020d.seg", &base)
+		positions = append(positions, Pos{Seg: base, Seq: base})
+	}
+	_, end := readAll(t, s, s.Delivered())
+	positions = append(positions, end)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, p := range positions {
+				if err := s.Ack(p); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	files := segFiles(t, cfg.Dir)
+	var bytes int64
+	for _, f := range files {
+		fi, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bytes += fi.Size()
+	}
+	if st := s.Stats(); st.Segments != len(files) || st.Bytes != bytes || st.Unforwarded != 0 || s.Delivered() != end {
+		t.Fatalf("stats %+v, delivered %+v; on disk %d segments, %d bytes; want delivered %+v", st, s.Delivered(), len(files), bytes, end)
+	}
+	if len(files) > 2 {
+		t.Fatalf("%d segments left with everything delivered", len(files))
+	}
+}
