@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/event"
@@ -143,11 +142,6 @@ func (h *Handler) Register(mux *http.ServeMux) {
 	mux.Handle("/v1/rpc/{service}", h)
 }
 
-// hop-by-hop and framing headers are not forwarded to the worker.
-var notForwarded = map[string]bool{"Connection": true, "Keep-Alive": true, "Transfer-Encoding": true, "Te": true,
-	"Trailer": true, "Upgrade": true, "Proxy-Connection": true, "Content-Length": true, "Host": true,
-	"Content-Type": true, "Inlet-Timeout": true}
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
 	code := h.serve(w, r, arrived)
@@ -230,29 +224,9 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 		}
 		return nil, h.fail(w, http.StatusBadRequest, "reading body: %v", err)
 	}
-	rec := event.Record{
-		Topic:   h.cfg.TopicPrefix + service,
-		Key:     []byte(id),
-		Value:   body,
-		EventID: id,
-		Headers: []event.Header{
-			{Key: HeaderCorrelationID, Value: []byte(id)},
-			{Key: HeaderReplyTo, Value: []byte(h.transport.Address().String())},
-			{Key: HeaderDeadline, Value: []byte(FormatDeadline(deadline))},
-			{Key: HeaderService, Value: []byte(service)},
-		},
-	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		rec.Headers = append(rec.Headers, event.Header{Key: HeaderContentType, Value: []byte(ct)})
-	}
-	if r.URL.RawQuery != "" {
-		rec.Headers = append(rec.Headers, event.Header{Key: HeaderQuery, Value: []byte(r.URL.RawQuery)})
-	}
-	for k, vs := range r.Header {
-		if !notForwarded[k] && len(vs) > 0 {
-			rec.Headers = append(rec.Headers, event.Header{Key: HTTPHeaderPrefix + strings.ToLower(k), Value: []byte(strings.Join(vs, ", "))})
-		}
-	}
+	rec := RequestRecord(h.cfg.TopicPrefix+service, Request{ID: id, Service: service, Deadline: deadline,
+		ContentType: r.Header.Get("Content-Type"), Query: r.URL.RawQuery, Headers: r.Header, Body: body,
+		ReplyTo: h.transport.Address()})
 	// Produced without waiting for Kafka's acknowledgement (the reply may
 	// well come first); a refused produce ends the wait.
 	select {
@@ -290,7 +264,7 @@ func (h *Handler) answer(w http.ResponseWriter, rep Reply) int {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	if status < 100 || status > 999 {
+	if !validStatus(status) {
 		return h.fail(w, http.StatusBadGateway, "the worker answered an invalid status %d", rep.Status)
 	}
 	if rep.ContentType != "" {

@@ -73,6 +73,21 @@ func (r *Router) Deliver(rep Reply) bool {
 	return true
 }
 
+// deliver hands a decoded reply to its waiter, as Deliver does. A reply
+// that failed to decode (err) is counted; when its correlation id was read,
+// its caller is answered 502 with err at once instead of waiting for the
+// deadline.
+func (r *Router) deliver(rep Reply, err error) {
+	if err != nil {
+		r.metrics.Malformed.Inc()
+		if rep.ID == "" {
+			return
+		}
+		rep = Reply{ID: rep.ID, Err: err.Error()}
+	}
+	r.Deliver(rep)
+}
+
 // Fail ends the wait of id's caller with err: its request could not be
 // sent. It does nothing when nobody waits for id any more.
 func (r *Router) Fail(id string, err error) {

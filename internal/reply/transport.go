@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,24 +94,8 @@ func (t *KafkaTransport) run(ctx context.Context) {
 		fetches.EachError(func(_ string, _ int32, err error) { fetchErr = err.Error() })
 		t.err.Store(fetchErr)
 		fetches.EachRecord(func(r *kgo.Record) {
-			rep := Reply{ID: string(r.Key), Body: r.Value}
-			for _, h := range r.Headers {
-				switch h.Key {
-				case HeaderCorrelationID:
-					rep.ID = string(h.Value)
-				case HeaderStatus:
-					rep.Status, _ = strconv.Atoi(string(h.Value))
-				case HeaderContentType:
-					rep.ContentType = string(h.Value)
-				case HeaderError:
-					rep.Err = string(h.Value)
-				}
-			}
-			if rep.ID == "" {
-				t.router.metrics.Malformed.Inc()
-				return
-			}
-			t.router.Deliver(rep)
+			rep, err := ParseReply(r.Key, r.Value, r.Headers)
+			t.router.deliver(rep, err)
 		})
 	}
 }
@@ -177,11 +160,7 @@ func (t *RedisTransport) run() {
 	// time out.
 	for msg := range t.ps.Channel(redis.WithChannelSize(4096)) {
 		rep, err := Unmarshal([]byte(msg.Payload))
-		if err != nil {
-			t.router.metrics.Malformed.Inc()
-			continue
-		}
-		t.router.Deliver(rep)
+		t.router.deliver(rep, err)
 	}
 }
 

@@ -1,8 +1,9 @@
 // Package reply is inlet's request-reply over Kafka: POST /v1/rpc/{service}
 // produces the request to the service's topic and waits for the worker's
 // reply, which comes back to the waiting instance through Redis pub/sub or
-// a Kafka reply topic of its own. This file is the wire contract shared
-// with the workers (package worker).
+// a Kafka reply topic of its own. wire.go and wire_kafka.go are the wire
+// contract shared with the workers (package worker): each record and
+// message is encoded and decoded there, and nowhere else.
 package reply
 
 import (
@@ -15,9 +16,10 @@ import (
 )
 
 // Headers of a request record (topic rpc.<service> by default; key: the
-// correlation id; value: the HTTP request body). inlet-correlation-id,
-// inlet-reply-to and inlet-deadline are always set; a worker drops a request
-// without them. A header with several values is joined with ", ".
+// correlation id; value: the HTTP request body; RequestRecord and
+// ParseRequest). inlet-correlation-id, inlet-reply-to and inlet-deadline are
+// always set; a worker drops a request without them. A header with several
+// values is joined with ", ".
 //
 // The deadline is wall-clock time: keep the clocks of gateways and workers
 // in sync (NTP); skew moves the moment a worker gives up on a request.
@@ -42,7 +44,8 @@ const (
 	HTTPHeaderPrefix = "http-"
 )
 
-// Headers of a reply record on a Kafka reply topic (value: the reply body).
+// Headers of a reply record on a Kafka reply topic (key: the correlation id;
+// value: the reply body; ReplyRecord and ParseReply).
 const (
 	// HeaderStatus is the HTTP status the caller gets, in decimal.
 	HeaderStatus = "inlet-status"
@@ -113,7 +116,13 @@ func appendString(b []byte, s string) []byte {
 // ErrMalformed is returned for a reply that cannot be decoded.
 var ErrMalformed = errors.New("reply: malformed reply")
 
-// Unmarshal decodes what Marshal encoded. Body aliases b.
+// validStatus reports whether a reply may carry status: 0 (meaning 200) or
+// an HTTP status from 100 to 999.
+func validStatus(status int) bool { return status == 0 || (status >= 100 && status <= 999) }
+
+// Unmarshal decodes what Marshal encoded. Body aliases b. On an invalid
+// status, the Reply returned with the error holds the correlation id, so
+// that its caller can be told.
 func Unmarshal(b []byte) (Reply, error) {
 	if len(b) < 2 || b[0] != 'R' || b[1] != 1 {
 		return Reply{}, fmt.Errorf("%w: bad header", ErrMalformed)
@@ -125,8 +134,8 @@ func Unmarshal(b []byte) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w: id", ErrMalformed)
 	}
 	st, n := binary.Uvarint(b)
-	if n <= 0 || st > 999 {
-		return Reply{}, fmt.Errorf("%w: status", ErrMalformed)
+	if n <= 0 || st > 999 || !validStatus(int(st)) {
+		return Reply{ID: r.ID}, fmt.Errorf("%w: status: want 0 or 100 to 999", ErrMalformed)
 	}
 	r.Status, b = int(st), b[n:]
 	if r.ContentType, b, ok = readString(b); !ok {

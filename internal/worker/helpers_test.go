@@ -3,74 +3,20 @@ package worker
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
 
-	"github.com/inlet-dev/inlet/internal/devbroker"
 	"github.com/inlet-dev/inlet/internal/reply"
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
-// testBrokers returns the Kafka to test against: the real broker that
-// `make test` starts (INLET_TEST_BROKERS), else a development broker in
-// process. With INLET_TEST_REQUIRE_KAFKA=1 the real broker is mandatory.
-func testBrokers(tb testing.TB) []string {
-	tb.Helper()
-	if b := os.Getenv("INLET_TEST_BROKERS"); b != "" {
-		return strings.Split(b, ",")
-	}
-	if os.Getenv("INLET_TEST_REQUIRE_KAFKA") == "1" {
-		tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_BROKERS is empty: run `make test`")
-	}
-	cfg := devbroker.DefaultConfig()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.SyncWrites = false
-	b, err := devbroker.Start(cfg, testLogger(tb))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(b.Close)
-	return []string{b.Addr()}
-}
-
-// testRedis returns the real Redis that `make test` starts
-// (INLET_TEST_REDIS), or skips the test; with INLET_TEST_REQUIRE_KAFKA=1
-// (real services mandatory) it fails instead.
-func testRedis(tb testing.TB) string {
-	tb.Helper()
-	if a := os.Getenv("INLET_TEST_REDIS"); a != "" {
-		return a
-	}
-	if os.Getenv("INLET_TEST_REQUIRE_KAFKA") == "1" {
-		tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_REDIS is empty: run `make test`")
-	}
-	tb.Skip("INLET_TEST_REDIS is not set: no real Redis to test against (`make test` starts one)")
-	return ""
-}
-
-func testLogger(tb testing.TB) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
-
-var seq atomic.Int64
-
-// unique names a service no other test (or earlier run) uses.
-func unique(tb testing.TB) string {
-	name := strings.NewReplacer("/", "-", " ", "-").Replace(tb.Name())
-	if len(name) > 60 {
-		name = name[:60]
-	}
-	return fmt.Sprintf("%s-%d-%d", name, time.Now().UnixNano()%1e9, seq.Add(1))
-}
+// TestMain fails the package's tests if a goroutine outlives them: every
+// goroutine a worker starts is stopped by Run before it returns.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // harness runs a worker on a unique service and talks to it like inlet
 // would: request records in, reply records out of a reply topic of its own.
@@ -87,9 +33,9 @@ type harness struct {
 // startWorker starts a worker with h, and returns once it answers.
 func startWorker(tb testing.TB, h Handler, edit func(*Config)) *harness {
 	tb.Helper()
-	brokers := testBrokers(tb)
-	service := unique(tb)
-	cfg := Config{Brokers: brokers, Service: service, Log: testLogger(tb), Metrics: NewMetrics(nil), StopTimeout: 5 * time.Second}
+	brokers := testkit.Brokers(tb)
+	service := testkit.Unique(tb, "")
+	cfg := Config{Brokers: brokers, Service: service, Log: testkit.Logger(tb), Metrics: NewMetrics(nil), StopTimeout: 5 * time.Second}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -135,65 +81,60 @@ func (hs *harness) waitReady() {
 
 // send produces a request to the worker's topic, replied to on the
 // harness's reply topic.
-func (hs *harness) send(id string, deadline time.Time, body []byte, headers ...kgo.RecordHeader) {
+func (hs *harness) send(id string, deadline time.Time, body []byte) {
 	hs.tb.Helper()
-	hs.sendTo(id, "kafka:"+hs.replyTopic, deadline, body, headers...)
+	hs.produce(Request{ID: id, Deadline: deadline, Body: body})
 }
 
-func (hs *harness) sendTo(id, replyTo string, deadline time.Time, body []byte, headers ...kgo.RecordHeader) {
+// produce produces req to the worker's topic; a zero req.ReplyTo is the
+// harness's reply topic.
+func (hs *harness) produce(req Request) {
 	hs.tb.Helper()
-	rec := requestRecord(hs.cfg.Topic, id, replyTo, deadline, body, headers...)
-	if err := hs.cl.ProduceSync(context.Background(), rec).FirstErr(); err != nil {
-		hs.tb.Fatalf("producing request %s: %v", id, err)
+	if err := hs.cl.ProduceSync(context.Background(), hs.request(req)).FirstErr(); err != nil {
+		hs.tb.Fatalf("producing request %s: %v", req.ID, err)
 	}
 }
 
-func requestRecord(topic, id, replyTo string, deadline time.Time, body []byte, headers ...kgo.RecordHeader) *kgo.Record {
-	hs := []kgo.RecordHeader{
-		{Key: reply.HeaderCorrelationID, Value: []byte(id)},
-		{Key: reply.HeaderReplyTo, Value: []byte(replyTo)},
-		{Key: reply.HeaderDeadline, Value: []byte(reply.FormatDeadline(deadline))},
+// request is req's record as the gateway produces it (reply.RequestRecord);
+// a zero req.ReplyTo is the harness's reply topic.
+func (hs *harness) request(req Request) *kgo.Record {
+	if req.ReplyTo == (reply.Address{}) {
+		req.ReplyTo = reply.Address{Kind: "kafka", Name: hs.replyTopic}
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(id), Value: body, Headers: append(hs, headers...)}
-}
-
-// gotReply is a reply record, decoded.
-type gotReply struct {
-	id, status, contentType, err string
-	body                         string
+	rec := reply.RequestRecord(hs.cfg.Topic, req)
+	kr := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: make([]kgo.RecordHeader, len(rec.Headers))}
+	for i, h := range rec.Headers {
+		kr.Headers[i] = kgo.RecordHeader(h)
+	}
+	return kr
 }
 
 // replies reads the reply topic until n replies (not warm-ups) arrived, or
-// fails the test after timeout.
-func (hs *harness) replies(n int, timeout time.Duration) map[string]gotReply {
+// fails the test after timeout. Reply bodies are never nil.
+func (hs *harness) replies(n int, timeout time.Duration) map[string]reply.Reply {
 	hs.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	out := map[string]gotReply{}
+	out := map[string]reply.Reply{}
 	for len(out) < n {
 		fs := hs.cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			hs.tb.Fatalf("got %d replies in %v, want %d", len(out), timeout, n)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			g := gotReply{body: string(r.Value)}
-			for _, h := range r.Headers {
-				switch h.Key {
-				case reply.HeaderCorrelationID:
-					g.id = string(h.Value)
-				case reply.HeaderStatus:
-					g.status = string(h.Value)
-				case reply.HeaderContentType:
-					g.contentType = string(h.Value)
-				case reply.HeaderError:
-					g.err = string(h.Value)
-				}
+			rep, err := reply.ParseReply(r.Key, r.Value, r.Headers)
+			if err != nil {
+				hs.tb.Errorf("reply %q: %v", r.Key, err)
+				return
 			}
-			if g.id != string(r.Key) {
-				hs.tb.Errorf("reply key %q, correlation id header %q", r.Key, g.id)
+			if rep.ID != string(r.Key) {
+				hs.tb.Errorf("reply key %q, correlation id header %q", r.Key, rep.ID)
 			}
-			if !strings.HasPrefix(g.id, "warm-") {
-				out[g.id] = g
+			if rep.Body == nil {
+				rep.Body = []byte{}
+			}
+			if !strings.HasPrefix(rep.ID, "warm-") {
+				out[rep.ID] = rep
 			}
 		})
 	}

@@ -19,7 +19,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"strconv"
 	"sync"
 	"time"
 
@@ -244,7 +243,7 @@ func (w *worker) poll(ctx, base context.Context) {
 // dispatch parses r and starts its handler once a slot is free. It returns
 // false when ctx ended while waiting for a slot.
 func (w *worker) dispatch(ctx, base context.Context, r *kgo.Record) bool {
-	req, err := parseRequest(r, w.cfg.Service)
+	req, err := reply.ParseRequest(r.Key, r.Value, r.Headers, w.cfg.Service)
 	if err != nil {
 		w.m.Malformed.Inc()
 		w.log.Warn("dropping request", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "id", req.ID, "err", err)
@@ -321,7 +320,7 @@ func (w *worker) call(ctx context.Context, req Request) (rep reply.Reply, err er
 func (w *worker) publish(req Request, rep reply.Reply) {
 	switch req.ReplyTo.Kind {
 	case "kafka":
-		rec := &kgo.Record{Topic: req.ReplyTo.Name, Key: []byte(rep.ID), Value: rep.Body, Headers: replyHeaders(rep)}
+		rec := reply.ReplyRecord(req.ReplyTo.Name, rep)
 		// Not a request's context: kgo fails a whole batch when the
 		// context of its first record ends.
 		w.cl.Produce(context.Background(), rec, w.produced)
@@ -335,7 +334,7 @@ func (w *worker) publish(req Request, rep reply.Reply) {
 		if err := w.rdb.Publish(ctx, req.ReplyTo.Name, rep.Marshal()).Err(); err != nil {
 			w.replyFailed(req, fmt.Errorf("publishing to redis: %w", err))
 		}
-	default: // parseRequest admits no other kind
+	default: // reply.ParseRequest admits no other kind
 		w.replyFailed(req, fmt.Errorf("worker: unknown reply address %s", req.ReplyTo))
 	}
 }
@@ -351,21 +350,6 @@ func (w *worker) produced(r *kgo.Record, err error) {
 func (w *worker) replyFailed(req Request, err error) {
 	w.m.ReplyFailures.Inc()
 	w.log.Warn("reply not delivered", "address", req.ReplyTo.String(), "id", req.ID, "err", err)
-}
-
-// replyHeaders are the headers of a reply record on a Kafka reply topic.
-func replyHeaders(rep reply.Reply) []kgo.RecordHeader {
-	hs := make([]kgo.RecordHeader, 0, 4)
-	hs = append(hs,
-		kgo.RecordHeader{Key: reply.HeaderCorrelationID, Value: []byte(rep.ID)},
-		kgo.RecordHeader{Key: reply.HeaderStatus, Value: strconv.AppendInt(nil, int64(rep.Status), 10)})
-	if rep.ContentType != "" {
-		hs = append(hs, kgo.RecordHeader{Key: reply.HeaderContentType, Value: []byte(rep.ContentType)})
-	}
-	if rep.Err != "" {
-		hs = append(hs, kgo.RecordHeader{Key: reply.HeaderError, Value: []byte(rep.Err)})
-	}
-	return hs
 }
 
 // stop waits for the handlers in flight (cancelling them when the stop

@@ -16,116 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/reply"
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
-
-func hdr(k, v string) kgo.RecordHeader { return kgo.RecordHeader{Key: k, Value: []byte(v)} }
-
-func TestParseRequest(t *testing.T) {
-	t.Parallel()
-	deadline := time.UnixMilli(1_900_000_000_123)
-	ms := reply.FormatDeadline(deadline)
-	full := []kgo.RecordHeader{
-		hdr(reply.HeaderCorrelationID, "c1"),
-		hdr(reply.HeaderReplyTo, "kafka:replies.a"),
-		hdr(reply.HeaderDeadline, ms),
-		hdr(reply.HeaderService, "billing"),
-		hdr(reply.HeaderQuery, "a=1&b=2"),
-		hdr(reply.HeaderContentType, "application/json"),
-		hdr("http-x-trace-id", "t1"),
-		hdr("http-accept", "text/plain"),
-		hdr("http-accept", "application/json"),
-		hdr("unrelated", "x"),
-	}
-	without := func(key string) []kgo.RecordHeader {
-		var hs []kgo.RecordHeader
-		for _, h := range full {
-			if h.Key != key {
-				hs = append(hs, h)
-			}
-		}
-		return hs
-	}
-	with := func(key, value string) []kgo.RecordHeader {
-		return append(without(key), hdr(key, value))
-	}
-	tests := []struct {
-		name    string
-		key     string
-		headers []kgo.RecordHeader
-		want    Request // compared when wantErr is empty
-		wantErr string
-	}{
-		{name: "full", key: "c1", headers: full, want: Request{
-			ID: "c1", Service: "billing", Deadline: deadline, ContentType: "application/json", Query: "a=1&b=2",
-			Headers: http.Header{"X-Trace-Id": {"t1"}, "Accept": {"text/plain", "application/json"}},
-			Body:    []byte("body"), ReplyTo: reply.Address{Kind: "kafka", Name: "replies.a"},
-		}},
-		{name: "id from key", key: "k1", headers: without(reply.HeaderCorrelationID), want: Request{
-			ID: "k1", Service: "billing", Deadline: deadline, ContentType: "application/json", Query: "a=1&b=2",
-			Headers: http.Header{"X-Trace-Id": {"t1"}, "Accept": {"text/plain", "application/json"}},
-			Body:    []byte("body"), ReplyTo: reply.Address{Kind: "kafka", Name: "replies.a"},
-		}},
-		{name: "minimal, redis", headers: []kgo.RecordHeader{
-			hdr(reply.HeaderCorrelationID, "c2"), hdr(reply.HeaderReplyTo, "redis:inlet.7"), hdr(reply.HeaderDeadline, ms),
-		}, want: Request{ID: "c2", Service: "svc", Deadline: deadline, Body: []byte("body"),
-			ReplyTo: reply.Address{Kind: "redis", Name: "inlet.7"}}},
-		{name: "no id", headers: without(reply.HeaderCorrelationID), wantErr: "no inlet-correlation-id"},
-		{name: "no reply-to", key: "c1", headers: without(reply.HeaderReplyTo), wantErr: "no inlet-reply-to"},
-		{name: "bad reply-to", key: "c1", headers: with(reply.HeaderReplyTo, "nats:x"), wantErr: "want kafka:<topic> or redis:<channel>"},
-		{name: "empty reply-to name", key: "c1", headers: with(reply.HeaderReplyTo, "kafka:"), wantErr: "want kafka:<topic>"},
-		{name: "no deadline", key: "c1", headers: without(reply.HeaderDeadline), wantErr: "no inlet-deadline"},
-		{name: "bad deadline", key: "c1", headers: with(reply.HeaderDeadline, "2026-01-01"), wantErr: "want Unix milliseconds"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			r := &kgo.Record{Key: []byte(tt.key), Value: []byte("body"), Headers: tt.headers}
-			if tt.key == "" {
-				r.Key = nil
-			}
-			got, err := parseRequest(r, "svc")
-			if tt.wantErr != "" {
-				if !errors.Is(err, errMalformed) || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error %v, want malformed: ...%s...", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("got  %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestReplyHeaders(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		rep  reply.Reply
-		want map[string]string
-	}{
-		{"ok", reply.Reply{ID: "c1", Status: 201, ContentType: "text/plain", Body: []byte("x")},
-			map[string]string{"inlet-correlation-id": "c1", "inlet-status": "201", "content-type": "text/plain"}},
-		{"no content type", reply.Reply{ID: "c2", Status: 200},
-			map[string]string{"inlet-correlation-id": "c2", "inlet-status": "200"}},
-		{"error", reply.Reply{ID: "c3", Status: 502, Err: "boom"},
-			map[string]string{"inlet-correlation-id": "c3", "inlet-status": "502", "inlet-error": "boom"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := map[string]string{}
-			for _, h := range replyHeaders(tt.rep) {
-				got[h.Key] = string(h.Value)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("headers %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
 
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
@@ -183,8 +75,8 @@ func TestRun(t *testing.T) {
 	m := hs.cfg.Metrics
 	later := time.Now().Add(10 * time.Second)
 
-	hs.send("ok", later, []byte("hello"), hdr(reply.HeaderContentType, "text/x-hello"), hdr(reply.HeaderQuery, "q=1"),
-		hdr("http-x-trace-id", "tr-9"), hdr(reply.HeaderService, "named"))
+	hs.produce(Request{ID: "ok", Deadline: later, Body: []byte("hello"), ContentType: "text/x-hello", Query: "q=1",
+		Headers: http.Header{"X-Trace-Id": {"tr-9"}}, Service: "named"})
 	hs.send("fail", later, []byte("fail"))
 	hs.send("panic", later, []byte("panic"))
 	hs.send("teapot", later, []byte("teapot"))
@@ -193,27 +85,27 @@ func TestRun(t *testing.T) {
 	hs.send("late", time.Now().Add(time.Second), []byte("slow"))
 	// Malformed: no reply address, no deadline, nothing at all.
 	if err := hs.cl.ProduceSync(context.Background(),
-		&kgo.Record{Topic: hs.cfg.Topic, Key: []byte("m1"), Headers: []kgo.RecordHeader{hdr(reply.HeaderCorrelationID, "m1")}},
+		&kgo.Record{Topic: hs.cfg.Topic, Key: []byte("m1"), Headers: []kgo.RecordHeader{{Key: reply.HeaderCorrelationID, Value: []byte("m1")}}},
 		&kgo.Record{Topic: hs.cfg.Topic, Key: []byte("m2"), Headers: []kgo.RecordHeader{
-			hdr(reply.HeaderCorrelationID, "m2"), hdr(reply.HeaderReplyTo, "kafka:"+hs.replyTopic)}},
+			{Key: reply.HeaderCorrelationID, Value: []byte("m2")}, {Key: reply.HeaderReplyTo, Value: []byte("kafka:" + hs.replyTopic)}}},
 		&kgo.Record{Topic: hs.cfg.Topic, Value: []byte("junk")},
 	).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 
 	got := hs.replies(5, 10*time.Second)
-	want := map[string]gotReply{
-		"ok":         {id: "ok", status: "200", contentType: "text/x-hello", body: "named q=1 tr-9 hello"},
-		"fail":       {id: "fail", status: "502", err: "database unreachable"},
-		"panic":      {id: "panic", status: "502", err: "worker: handler panicked: bad handler"},
-		"teapot":     {id: "teapot", status: "418", contentType: "text/plain", body: "short and stout"},
-		"bad-status": {id: "bad-status", status: "502", err: "worker: handler answered invalid status 1000"},
+	want := map[string]reply.Reply{
+		"ok":         {ID: "ok", Status: 200, ContentType: "text/x-hello", Body: []byte("named q=1 tr-9 hello")},
+		"fail":       {ID: "fail", Status: 502, Err: "database unreachable", Body: []byte{}},
+		"panic":      {ID: "panic", Status: 502, Err: "worker: handler panicked: bad handler", Body: []byte{}},
+		"teapot":     {ID: "teapot", Status: 418, ContentType: "text/plain", Body: []byte("short and stout")},
+		"bad-status": {ID: "bad-status", Status: 502, Err: "worker: handler answered invalid status 1000", Body: []byte{}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("replies:\n got %+v\nwant %+v", got, want)
 	}
 	// The late request's handler ends at its deadline; wait for it.
-	waitFor(t, 5*time.Second, func() bool { return testutil.ToFloat64(m.Late) == 1 })
+	testkit.WaitFor(t, 5*time.Second, "the late reply counted", func() bool { return testutil.ToFloat64(m.Late) == 1 })
 	if err := hs.stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -266,7 +158,7 @@ func TestRunBoundsConcurrency(t *testing.T) {
 	hs := startWorker(t, h, func(c *Config) { c.Concurrency = 4 })
 	recs := make([]*kgo.Record, 40)
 	for i := range recs {
-		recs[i] = requestRecord(hs.cfg.Topic, fmt.Sprintf("r%d", i), "kafka:"+hs.replyTopic, time.Now().Add(20*time.Second), []byte("x"))
+		recs[i] = hs.request(Request{ID: fmt.Sprintf("r%d", i), Deadline: time.Now().Add(20 * time.Second), Body: []byte("x")})
 	}
 	if err := hs.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		t.Fatal(err)
@@ -299,7 +191,7 @@ func TestStopFinishesInFlight(t *testing.T) {
 	if err := hs.stop(); err != nil {
 		t.Fatal(err)
 	}
-	if got := hs.replies(1, 5*time.Second)["slow"]; got.body != "slow" || got.status != "200" {
+	if got := hs.replies(1, 5*time.Second)["slow"]; string(got.Body) != "slow" || got.Status != 200 {
 		t.Errorf("reply %+v", got)
 	}
 }
@@ -331,7 +223,7 @@ func TestStopTimeoutCancelsHandlers(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("stop took %v with a 300ms stop timeout", d)
 	}
-	if got := hs.replies(1, 5*time.Second)["stuck"]; got.status != "502" || got.err != "cancelled" {
+	if got := hs.replies(1, 5*time.Second)["stuck"]; got.Status != 502 || got.Err != "cancelled" {
 		t.Errorf("reply %+v, want 502 cancelled", got)
 	}
 }
@@ -340,7 +232,7 @@ func TestStopTimeoutCancelsHandlers(t *testing.T) {
 // Redis, encoded with reply.Marshal.
 func TestRunRedisReply(t *testing.T) {
 	t.Parallel()
-	addr := testRedis(t)
+	addr := testkit.Redis(t)
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	ctx := context.Background()
@@ -351,14 +243,15 @@ func TestRunRedisReply(t *testing.T) {
 		return reply.Reply{Status: 201, ContentType: "application/json", Body: append([]byte(`{"echo":`), append(req.Body, '}')...)}, nil
 	}
 	hs := startWorker(t, h, func(c *Config) { c.RedisAddr = addr })
-	channel := "inlet-test." + unique(t)
+	channel := testkit.Unique(t, "inlet-test.")
 	sub := rdb.Subscribe(ctx, channel)
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the subscription confirmation
 		t.Fatal(err)
 	}
-	hs.sendTo("r1", "redis:"+channel, time.Now().Add(10*time.Second), []byte(`"hi"`))
-	hs.sendTo("r2", "redis:"+channel, time.Now().Add(10*time.Second), []byte("fail"))
+	to := reply.Address{Kind: "redis", Name: channel}
+	hs.produce(Request{ID: "r1", ReplyTo: to, Deadline: time.Now().Add(10 * time.Second), Body: []byte(`"hi"`)})
+	hs.produce(Request{ID: "r2", ReplyTo: to, Deadline: time.Now().Add(10 * time.Second), Body: []byte("fail")})
 	got := map[string]reply.Reply{}
 	timeout := time.After(10 * time.Second)
 	for len(got) < 2 {
@@ -390,8 +283,10 @@ func TestRunRedisReply(t *testing.T) {
 func TestRunRedisUnconfigured(t *testing.T) {
 	t.Parallel()
 	hs := startWorker(t, Echo(0, 0), nil)
-	hs.sendTo("r1", "redis:nowhere", time.Now().Add(10*time.Second), []byte("x"))
-	waitFor(t, 10*time.Second, func() bool { return testutil.ToFloat64(hs.cfg.Metrics.ReplyFailures) == 1 })
+	hs.produce(Request{ID: "r1", ReplyTo: reply.Address{Kind: "redis", Name: "nowhere"}, Deadline: time.Now().Add(10 * time.Second), Body: []byte("x")})
+	testkit.WaitFor(t, 10*time.Second, "the reply failure counted", func() bool {
+		return testutil.ToFloat64(hs.cfg.Metrics.ReplyFailures) == 1
+	})
 }
 
 func TestRunFailsFast(t *testing.T) {
@@ -404,18 +299,9 @@ func TestRunFailsFast(t *testing.T) {
 	if err := Run(ctx, Config{Brokers: []string{"127.0.0.1:9"}, Service: "x"}, nil); err == nil {
 		t.Error("nil handler accepted")
 	}
-	brokers := testBrokers(t)
+	brokers := testkit.Brokers(t)
 	err := Run(ctx, Config{Brokers: brokers, Service: "x", RedisAddr: "127.0.0.1:9"}, Echo(0, 0))
 	if err == nil || !strings.Contains(err.Error(), "pinging redis") {
 		t.Errorf("unreachable Redis: %v", err)
-	}
-}
-
-func waitFor(tb testing.TB, timeout time.Duration, cond func() bool) {
-	tb.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			tb.Fatalf("condition not met in %v", timeout)
-		}
 	}
 }

@@ -1,12 +1,10 @@
 package reply
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 )
 
 func TestRouter(t *testing.T) {
@@ -87,58 +85,5 @@ func TestRouterConcurrent(t *testing.T) {
 	}
 	if got := r.InFlight(); got != 0 {
 		t.Fatalf("%d left in flight", got)
-	}
-}
-
-func TestReplyMarshal(t *testing.T) {
-	for _, rep := range []Reply{
-		{ID: "01a2", Status: 200, ContentType: "application/json", Body: []byte(`{"ok":true}`)},
-		{ID: "x", Status: 502, Err: "no such order"},
-		{ID: "empty"},
-		{ID: string(bytes.Repeat([]byte("i"), 300)), Status: 999, Body: bytes.Repeat([]byte{0, 'R', 1}, 1000)},
-	} {
-		got, err := Unmarshal(rep.Marshal())
-		if err != nil {
-			t.Fatalf("%q: %v", rep.ID, err)
-		}
-		if got.ID != rep.ID || got.Status != rep.Status || got.ContentType != rep.ContentType || got.Err != rep.Err || !bytes.Equal(got.Body, rep.Body) {
-			t.Fatalf("round trip: %+v, want %+v", got, rep)
-		}
-	}
-	good := Reply{ID: "abc", Status: 200, ContentType: "text/plain", Err: "e", Body: []byte("body")}.Marshal()
-	for name, b := range map[string][]byte{
-		"empty":            nil,
-		"wrong magic":      append([]byte{'X'}, good[1:]...),
-		"wrong version":    append([]byte{'R', 2}, good[2:]...),
-		"id past the end":  {'R', 1, 50, 'a'},
-		"status too large": {'R', 1, 1, 'a', 0xe8, 0x07}, // 1000
-		"no content type":  {'R', 1, 1, 'a', 200, 1},
-		"cut error":        good[:len(good)-len("body")-1],
-	} {
-		if _, err := Unmarshal(b); !errors.Is(err, ErrMalformed) {
-			t.Errorf("%s: %v, want ErrMalformed", name, err)
-		}
-	}
-}
-
-func TestAddressAndDeadline(t *testing.T) {
-	for _, s := range []string{"kafka:inlet.replies.a", "redis:inlet:replies:a"} {
-		a, err := ParseAddress(s)
-		if err != nil || a.String() != s {
-			t.Errorf("%s: %v %v", s, a, err)
-		}
-	}
-	for _, s := range []string{"", "kafka:", "http:x", "nocolon"} {
-		if _, err := ParseAddress(s); err == nil {
-			t.Errorf("%q: parsed, want an error", s)
-		}
-	}
-	d := time.UnixMilli(1_790_000_000_123)
-	got, err := ParseDeadline(FormatDeadline(d))
-	if err != nil || !got.Equal(d) {
-		t.Fatalf("deadline round trip: %v %v", got, err)
-	}
-	if _, err := ParseDeadline("tomorrow"); err == nil {
-		t.Fatal("a deadline that is not Unix milliseconds parsed")
 	}
 }
