@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -276,13 +277,20 @@ func (h *Handler) answer(w http.ResponseWriter, rep Reply) int {
 	return status
 }
 
-// parseTimeout reads Inlet-Timeout: a Go duration (1.5s, 250ms) or whole milliseconds.
+// parseTimeout reads Inlet-Timeout: a Go duration (1.5s, 250ms) or whole
+// milliseconds, positive and at most math.MaxInt64 nanoseconds (292 years);
+// the caller caps it to Config.MaxTimeout.
 func parseTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		ms, perr := strconv.ParseInt(v, 10, 64)
-		if perr != nil {
+		switch {
+		case errors.Is(perr, strconv.ErrRange) || ms > math.MaxInt64/int64(time.Millisecond):
+			return 0, errors.New("out of range: at most 292 years")
+		case perr != nil:
 			return 0, errors.New("want a duration such as 2s or 500ms, or milliseconds")
+		case ms <= 0:
+			return 0, errors.New("must be positive")
 		}
 		d = time.Duration(ms) * time.Millisecond
 	}
