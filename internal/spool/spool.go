@@ -95,7 +95,11 @@ var (
 	ErrFull = errors.New("spool: full")
 	// ErrClosed: the spool is closed.
 	ErrClosed = errors.New("spool: closed")
-	// ErrWrite: writing to disk failed; the events were not stored.
+	// ErrWrite: writing to disk failed; the events were not stored. The
+	// error wraps the operating system's too (errors.Is(err,
+	// syscall.ENOSPC) holds on a full disk). After a failed fsync, or a
+	// failed write that could not be cut back, every later Append fails
+	// with it, and Stats().Failed says why.
 	ErrWrite = errors.New("spool: write failed")
 )
 
