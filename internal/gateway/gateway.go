@@ -71,14 +71,15 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 		return nil, err
 	}
 	g = &Gateway{cfg: cfg, log: log, lc: lifecycle{log: log}, served: make(chan error, 1)}
+	started := g // the returns below set g to nil
 	defer func() {
 		if err == nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 		defer cancel()
-		g.stopping.Store(true)
-		if serr := g.lc.stop(ctx); serr != nil {
+		started.stopping.Store(true)
+		if serr := started.lc.stop(ctx); serr != nil {
 			log.Warn("stopping after a failed start", "err", serr)
 		}
 		g = nil
