@@ -51,7 +51,7 @@ func (fs *faultyFS) check(op, name string) error {
 	return nil
 }
 
-func (fs *faultyFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+func (fs *faultyFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	if flag&os.O_CREATE != 0 {
 		if err := fs.check("create", name); err != nil {
 			return nil, err
@@ -61,7 +61,7 @@ func (fs *faultyFS) OpenFile(name string, flag int, perm os.FileMode) (file, err
 	if err != nil {
 		return nil, err
 	}
-	return &faultyFile{file: f, fs: fs, name: name}, nil
+	return &faultyFile{File: f, fs: fs, name: name}, nil
 }
 
 func (fs *faultyFS) Rename(oldpath, newpath string) error {
@@ -86,31 +86,31 @@ func (fs *faultyFS) SyncDir(dir string) error {
 }
 
 type faultyFile struct {
-	file
+	File
 	fs   *faultyFS
 	name string
 }
 
 func (f *faultyFile) Write(p []byte) (int, error) {
 	if err := f.fs.check("write", f.name); err != nil {
-		n, _ := f.file.Write(p[:len(p)/2])
+		n, _ := f.File.Write(p[:len(p)/2])
 		return n, err
 	}
-	return f.file.Write(p)
+	return f.File.Write(p)
 }
 
 func (f *faultyFile) Sync() error {
 	if err := f.fs.check("sync", f.name); err != nil {
 		return err
 	}
-	return f.file.Sync()
+	return f.File.Sync()
 }
 
 func (f *faultyFile) Truncate(size int64) error {
 	if err := f.fs.check("truncate", f.name); err != nil {
 		return err
 	}
-	return f.file.Truncate(size)
+	return f.File.Truncate(size)
 }
 
 // bigRec is a record of about 1 KiB: four fill a 4 KiB segment.

@@ -5,11 +5,13 @@ import (
 	"os"
 )
 
-// fileSystem is how the spool reaches its files. Open uses the OS; a test
-// wraps it to fail a chosen write, fsync, rename or create (as Prometheus
-// tsdb/wlog's faultySegmentFile does), to prove what the spool does then.
-type fileSystem interface {
-	OpenFile(name string, flag int, perm os.FileMode) (file, error)
+// FileSystem is how the spool reaches its files: Config.FS, the operating
+// system when nil. It is a fault-injection seam: a test wraps it to fail a
+// chosen write, fsync, rename or create (as Prometheus tsdb/wlog's
+// faultySegmentFile does), to prove what the spool, and what uses it, do
+// then.
+type FileSystem interface {
+	OpenFile(name string, flag int, perm os.FileMode) (File, error)
 	Rename(oldpath, newpath string) error
 	Remove(name string) error
 	// SyncDir fsyncs the directory dir, making the files created, renamed
@@ -17,8 +19,8 @@ type fileSystem interface {
 	SyncDir(dir string) error
 }
 
-// file is an open segment or cursor file.
-type file interface {
+// File is an open segment or cursor file.
+type File interface {
 	io.Writer
 	io.ReaderAt
 	Sync() error
@@ -27,10 +29,12 @@ type file interface {
 	Close() error
 }
 
-// osFS is the operating system's file system.
+// OS is the operating system's file system.
+var OS FileSystem = osFS{}
+
 type osFS struct{}
 
-func (osFS) OpenFile(name string, flag int, perm os.FileMode) (file, error) {
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	f, err := os.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, err // not a typed nil in the interface

@@ -21,7 +21,7 @@ type Entry struct {
 type Reader struct {
 	s    *Spool
 	pos  Pos
-	f    file
+	f    File
 	fseg uint64
 	buf  []byte
 }

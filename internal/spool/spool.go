@@ -48,8 +48,9 @@ const (
 // Config configures a spool.
 type Config struct {
 	Dir          string
-	SegmentBytes int64 // a segment is closed once it reaches this size
-	MaxBytes     int64 // Append fails with ErrFull past this many bytes on disk
+	FS           FileSystem // nil: the operating system (OS)
+	SegmentBytes int64      // a segment is closed once it reaches this size
+	MaxBytes     int64      // Append fails with ErrFull past this many bytes on disk
 	Sync         string
 	SyncInterval time.Duration // with SyncInterval
 	// MaxGroupBytes bounds the bytes one group commit writes at once.
@@ -131,7 +132,7 @@ type Spool struct {
 	cfg      Config
 	log      *slog.Logger
 	metrics  *Metrics
-	fs       fileSystem
+	fs       FileSystem
 	lock     *os.File
 	writeLog *ratelog.Limiter // a failing disk fails every request
 
@@ -141,7 +142,7 @@ type Spool struct {
 	closeOnce  sync.Once
 
 	// The writer goroutine alone uses these.
-	active file
+	active File
 	wbuf   []byte
 	dirty  bool
 
@@ -168,11 +169,15 @@ type Spool struct {
 // there — a torn or corrupt tail is logged and cut at the last good record —
 // and starts its writer. metrics may be nil.
 func Open(cfg Config, log *slog.Logger, metrics *Metrics) (*Spool, error) {
-	return openFS(cfg, log, metrics, osFS{})
+	fsys := cfg.FS
+	if fsys == nil {
+		fsys = OS
+	}
+	return openFS(cfg, log, metrics, fsys)
 }
 
 // openFS is Open on the file system fsys.
-func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys fileSystem) (*Spool, error) {
+func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*Spool, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

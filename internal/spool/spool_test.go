@@ -39,7 +39,7 @@ func open(tb testing.TB, cfg Config) (*Spool, *testkit.LogBuffer, *Metrics) {
 }
 
 // openOn is open on the file system fsys.
-func openOn(tb testing.TB, cfg Config, fsys fileSystem) (*Spool, *testkit.LogBuffer, *Metrics) {
+func openOn(tb testing.TB, cfg Config, fsys FileSystem) (*Spool, *testkit.LogBuffer, *Metrics) {
 	tb.Helper()
 	log, logs := testkit.NewLogBuffer()
 	m := NewMetrics(prometheus.NewRegistry())
