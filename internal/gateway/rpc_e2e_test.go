@@ -256,10 +256,7 @@ func TestRPCWorkerKilled(t *testing.T) {
 			results <- result{code, time.Since(start)}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond) // the worker holds them now
-	if got := inFlight(t, g); got != n {
-		t.Errorf("%d calls in flight, want %d", got, n)
-	}
+	testkit.WaitFor(t, 3*time.Second, fmt.Sprintf("%d calls in flight", n), func() bool { return inFlight(t, g) == n })
 	w.Process.Signal(syscall.SIGKILL)
 	for i := 0; i < n; i++ {
 		r := <-results

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -16,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inlet-dev/inlet/internal/cliflag"
 	"github.com/inlet-dev/inlet/internal/gateway"
 	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
 	"github.com/inlet-dev/inlet/internal/testkit"
@@ -81,28 +81,6 @@ func TestBrokerUnreachable(t *testing.T) {
 	}
 }
 
-func TestClientIP(t *testing.T) {
-	brokers := testkit.Brokers(t)
-	topic := testkit.Unique(t, "t-")
-	trusting := gatewaytest.Config(t, brokers, topic)
-	trusting.Ingest.TrustedProxies, _ = cliflag.ParsePrefixes("127.0.0.0/8, 10.0.0.1")
-	g1 := gatewaytest.Start(t, trusting)
-	untrusting := gatewaytest.Config(t, brokers, topic) // trusts nobody
-	untrusting.DataDir = t.TempDir()
-	g2 := gatewaytest.Start(t, untrusting)
-
-	xff := []string{"Content-Type", "application/json", "X-Forwarded-For", "198.51.100.9, 203.0.113.7, 10.0.0.1"}
-	testkit.Do(t, "POST", "http://"+g1.Addr()+"/v1/track", []byte(`{"event":"trusted"}`), xff...)
-	testkit.Do(t, "POST", "http://"+g2.Addr()+"/v1/track", []byte(`{"event":"untrusted"}`), xff...)
-	recs := byName(testkit.ConsumeN(t, brokers, topic, 2, time.Second))
-	if ip := recs["trusted"].Fields["ip"]; ip != "203.0.113.7" {
-		t.Errorf("behind a trusted proxy: ip %v, want the rightmost untrusted hop 203.0.113.7", ip)
-	}
-	if ip := recs["untrusted"].Fields["ip"]; ip != "127.0.0.1" {
-		t.Errorf("X-Forwarded-For from an untrusted peer was believed: ip %v", ip)
-	}
-}
-
 func TestSlowClients(t *testing.T) {
 	brokers := testkit.Brokers(t)
 	cfg := gatewaytest.Config(t, brokers, testkit.Unique(t, "t-"))
@@ -147,17 +125,21 @@ func TestMetricsAndReady(t *testing.T) {
 	brokers := testkit.Brokers(t)
 	g := gatewaytest.Start(t, gatewaytest.Config(t, brokers, testkit.Unique(t, "t-")))
 	base := "http://" + g.Addr()
-	testkit.WaitFor(t, 10*time.Second, "ready", func() bool { return testkit.Do(t, "GET", base+"/readyz", nil).Status == 200 })
+	gatewaytest.Ready(t, g, 10*time.Second)
+	if m := string(testkit.Do(t, "GET", base+"/metrics", nil).Body); !strings.Contains(m, "inlet_events_accepted_total 0") {
+		t.Fatalf("before any request the accepted counter is not 0:\n%s", m)
+	}
 	testkit.Do(t, "POST", base+"/v1/batch", []byte(`[{"event":"a"},{"event":"b"},{"event":7}]`), "Content-Type", "application/json")
 	// The forwarder sends the three records (two events, one dead letter).
+	var rd gateway.Readiness
 	testkit.WaitFor(t, 20*time.Second, "the spool drained", func() bool {
-		return strings.Contains(string(testkit.Do(t, "GET", base+"/readyz", nil).Body), `"unforwarded_records":0`)
+		rd = gateway.Readiness{}
+		r := testkit.Do(t, "GET", base+"/readyz", nil)
+		return json.Unmarshal(r.Body, &rd) == nil && rd.Spool != nil && rd.Spool.Unforwarded == 0 && rd.Spool.Forwarder == "idle"
 	})
-	rd := string(testkit.Do(t, "GET", base+"/readyz", nil).Body)
-	for _, want := range []string{`"ready":true`, `"ack":"spool"`, `"kafka":"ok"`, `"forwarder":"idle"`, `"oldest_unforwarded_seconds":0`} {
-		if !strings.Contains(rd, want) {
-			t.Errorf("readyz %s lacks %s", rd, want)
-		}
+	if !rd.Ready || rd.Ack != "spool" || rd.Kafka != "ok" || rd.Error != "" || rd.Spool.OldestUnforwardedSeconds != 0 ||
+		rd.Spool.Bytes == 0 || rd.Spool.Segments == 0 || rd.Spool.Failed != "" || rd.RPC != nil {
+		t.Errorf("readyz after delivery: %+v %+v", rd, *rd.Spool)
 	}
 	m := string(testkit.Do(t, "GET", base+"/metrics", nil).Body)
 	for _, want := range []string{
@@ -168,11 +150,9 @@ func TestMetricsAndReady(t *testing.T) {
 		"inlet_spool_unforwarded_records 0",
 		"inlet_forwarder_records_total 3",
 		`inlet_forwarder_state{state="idle"} 1`,
+		`inlet_forwarder_state{state="forwarding"} 0`,
 		"inlet_spool_oldest_unforwarded_seconds 0",
 		`inlet_produce_latency_seconds_count{producer="events"} 1`,
-		`inlet_producer_buffered_bytes{producer="events"} 0`,
-		"inlet_kafka_broker_errors_total",
-		"go_goroutines",
 	} {
 		if !strings.Contains(m, want) {
 			t.Errorf("metrics lack %q", want)
@@ -305,43 +285,5 @@ func waitReady(t *testing.T, base string) {
 			t.Fatalf("%s never became ready", base)
 		}
 		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// TestInflightBudget: request bodies held at once are bounded; past the
-// budget inlet answers 503 with Retry-After instead of growing.
-func TestInflightBudget(t *testing.T) {
-	brokers := testkit.Brokers(t)
-	topic := testkit.Unique(t, "t-")
-	cfg := gatewaytest.Config(t, brokers, topic)
-	cfg.Ingest.MaxBodyBytes = 64 << 10
-	cfg.Ingest.MaxDecompressedBytes = 64 << 10
-	cfg.Ingest.MaxInflightBytes = 100 << 10 // room for one 64 KiB body, not two
-	g := gatewaytest.Start(t, cfg)
-
-	// A client that sends 60 KiB of its body and stalls holds 60 KiB.
-	c, err := net.Dial("tcp", g.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", 62<<10)
-	c.Write(append([]byte(`[{"event":"slow","props":{"s":"`), bytes.Repeat([]byte("a"), 60<<10)...))
-	time.Sleep(300 * time.Millisecond)
-
-	ev := `{"event":"second","props":{"s":"` + strings.Repeat("b", 10<<10) + `"}}`
-	body := []byte("[" + strings.Repeat(ev+",", 4) + ev + "]") // 50 KiB in five events
-	r := testkit.Do(t, "POST", "http://"+g.Addr()+"/v1/batch", body, "Content-Type", "application/json")
-	if r.Status != 503 || r.Header.Get("Retry-After") == "" || !strings.Contains(string(r.Body), "too many request bodies") {
-		t.Fatalf("second large body while the first is held: %s, want 503 with Retry-After", r)
-	}
-	// Small requests still pass, and once the slow client goes, so do large ones.
-	if r := testkit.Do(t, "POST", "http://"+g.Addr()+"/v1/track", []byte(`{"event":"small"}`), "Content-Type", "application/json"); r.Status != 200 {
-		t.Fatalf("small request under pressure: %s", r)
-	}
-	c.Close()
-	time.Sleep(300 * time.Millisecond)
-	if r := testkit.Do(t, "POST", "http://"+g.Addr()+"/v1/batch", body, "Content-Type", "application/json"); r.Status != 200 {
-		t.Fatalf("large body after the budget was released: %s", r)
 	}
 }
