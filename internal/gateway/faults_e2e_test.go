@@ -212,7 +212,6 @@ func TestBrokerOutageUnderLoad(t *testing.T) {
 	topic := testkit.Unique(t, "t-")
 	cfg := gatewaytest.Config(t, ctl.Brokers, topic)
 	cfg.DataDir = t.TempDir()
-	cfg.Kafka.Compression = "none" // see TestKill9UnderLoad: the checker reads it all back
 	g := gatewaytest.Start(t, cfg)
 	base := "http://" + g.Addr()
 	testkit.WaitFor(t, 10*time.Second, "ready", func() bool { return testkit.Do(t, "GET", base+"/readyz", nil).Status == 200 })
@@ -341,7 +340,11 @@ func TestCorruptSpoolTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g2.Shutdown(context.Background())
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), online.ShutdownTimeout)
+		defer cancel()
+		g2.Shutdown(ctx)
+	}()
 	recs := testkit.ConsumeN(t, brokers, topic, 9, 2*time.Second) // the nine good ones, nothing of the torn one
 	got := map[string]bool{}
 	for _, r := range recs {
