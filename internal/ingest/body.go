@@ -10,7 +10,8 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
+
+	"github.com/inlet-dev/inlet/internal/membudget"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
@@ -118,7 +119,9 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, taken *int64) 
 	if enc == "" || enc == "identity" {
 		max = s.cfg.MaxBodyBytes
 	}
-	n, err := buf.ReadFrom(&budgetReader{r: io.LimitReader(src, max+1), b: s.budget, taken: taken})
+	br := &membudget.Reader{R: io.LimitReader(src, max+1), B: s.budget}
+	n, err := buf.ReadFrom(br)
+	*taken += br.Taken
 	if err == nil && n > max {
 		err = errDecompressedTooLarge
 	}
@@ -145,53 +148,14 @@ func rootWriter(w http.ResponseWriter) http.ResponseWriter {
 
 var (
 	errDecompressedTooLarge = errors.New("decompressed too large")
-	errBusy                 = errors.New("in-flight body budget exhausted")
 )
-
-// budget bounds the bytes of request bodies held in memory at once, across
-// all requests. It is safe for concurrent use.
-type budget struct {
-	max  int64
-	used atomic.Int64
-}
-
-// take reserves n bytes; it reserves nothing and reports false when that
-// would go over the budget.
-func (b *budget) take(n int64) bool {
-	if b.used.Add(n) > b.max {
-		b.used.Add(-n)
-		return false
-	}
-	return true
-}
-
-func (b *budget) release(n int64) { b.used.Add(-n) }
-
-// budgetReader charges what it reads to a budget, adding it to *taken, and
-// fails with errBusy once the budget is exhausted.
-type budgetReader struct {
-	r     io.Reader
-	b     *budget
-	taken *int64
-}
-
-func (br *budgetReader) Read(p []byte) (int, error) {
-	n, err := br.r.Read(p)
-	if n > 0 {
-		if !br.b.take(int64(n)) {
-			return 0, errBusy
-		}
-		*br.taken += int64(n)
-	}
-	return n, err
-}
 
 func (s *Server) bodyReadError(err error, enc string) *httpError {
 	var mbe *http.MaxBytesError
 	switch {
 	case errors.As(err, &mbe):
 		return errorf(http.StatusRequestEntityTooLarge, "body exceeds %d bytes, the limit", mbe.Limit)
-	case errors.Is(err, errBusy):
+	case errors.Is(err, membudget.ErrExhausted):
 		return &httpError{status: http.StatusServiceUnavailable, offset: -1, retry: true,
 			msg: "inlet holds too many request bodies in memory; retry later"}
 	case errors.Is(err, os.ErrDeadlineExceeded):

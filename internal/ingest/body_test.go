@@ -399,7 +399,7 @@ func TestInflightBudget(t *testing.T) {
 	slow := stall(t, h.srv.Listener.Addr().String(), "/v1/batch", 62<<10,
 		append([]byte(`[{"event":"slow","props":{"s":"`), bytes.Repeat([]byte("a"), 60<<10)...))
 	testkit.WaitFor(t, 5*time.Second, "the stalled body charged to the budget", func() bool {
-		return h.s.budget.used.Load() >= 60<<10
+		return h.s.budget.Used() >= 60<<10
 	})
 
 	ev := `{"event":"second","props":{"s":"` + strings.Repeat("b", 10<<10) + `"}}`
@@ -412,18 +412,18 @@ func TestInflightBudget(t *testing.T) {
 		t.Fatalf("the sink got %d writes, want none", n)
 	}
 	// The refused request gave back what it had taken.
-	if used := h.s.budget.used.Load(); used >= 62<<10 {
+	if used := h.s.budget.Used(); used >= 62<<10 {
 		t.Errorf("budget holds %d bytes after the refusal, want only the stalled body", used)
 	}
 	if r := h.do(t, "POST", "/v1/track", []byte(`{"event":"small"}`)); r.status != 200 {
 		t.Fatalf("small request under pressure: %s", r)
 	}
 	slow.Close()
-	testkit.WaitFor(t, 5*time.Second, "the budget released", func() bool { return h.s.budget.used.Load() == 0 })
+	testkit.WaitFor(t, 5*time.Second, "the budget released", func() bool { return h.s.budget.Used() == 0 })
 	if r := h.do(t, "POST", "/v1/batch", body, "Content-Type", "application/json"); r.status != 200 {
 		t.Fatalf("large body after the budget was released: %s", r)
 	}
-	if used := h.s.budget.used.Load(); used != 0 {
+	if used := h.s.budget.Used(); used != 0 {
 		t.Errorf("budget holds %d bytes with no request in flight", used)
 	}
 }

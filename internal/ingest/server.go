@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/membudget"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inlet-dev/inlet/internal/event"
@@ -32,7 +34,7 @@ type Server struct {
 	anyOrig bool
 	origins map[string]bool
 	now     func() time.Time
-	budget  *budget
+	budget  *membudget.Budget
 	// sinkWarn logs failed sink writes once per sinkWarnEvery, with a count.
 	sinkWarn *ratelog.Limiter
 }
@@ -43,7 +45,7 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer) (*S
 		return nil, err
 	}
 	s := &Server{cfg: cfg, sink: sink, log: log, metrics: NewMetrics(reg), origins: map[string]bool{}, now: time.Now,
-		budget:   &budget{max: cfg.MaxInflightBytes},
+		budget:   membudget.New(cfg.MaxInflightBytes),
 		sinkWarn: ratelog.New(log, slog.LevelWarn, "sink write failed", sinkWarnEvery)}
 	for _, o := range cfg.AllowedOrigins {
 		if o == "*" {
@@ -54,6 +56,11 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer) (*S
 	}
 	return s, nil
 }
+
+// Budget is the in-flight body budget (MaxInflightBytes) the server charges
+// what it reads to; give it to the gateway's other endpoints, so that every
+// request body in memory counts against one bound.
+func (s *Server) Budget() *membudget.Budget { return s.budget }
 
 // Register adds the ingest routes to mux.
 func (s *Server) Register(mux *http.ServeMux) {
@@ -207,7 +214,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		return
 	}
 	var taken int64
-	defer func() { s.budget.release(taken) }()
+	defer func() { s.budget.Release(taken) }()
 	buf, herr := s.readBody(w, r, &taken)
 	if herr != nil {
 		s.writeError(w, herr)
