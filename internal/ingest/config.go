@@ -29,9 +29,18 @@ type Sink interface {
 	Write(ctx context.Context, recs []event.Record) error
 }
 
-// ErrSinkFull is what a Sink returns (wrapped) when it is out of room; the
-// client gets 503 with Retry-After.
-var ErrSinkFull = errors.New("ingest: sink full")
+// Errors a Sink returns (wrapped) to say how the request should be answered.
+var (
+	// ErrSinkFull: the sink is out of room; the client gets 503 with
+	// Retry-After.
+	ErrSinkFull = errors.New("ingest: sink full")
+	// ErrSinkRejected: the sink (Kafka) refused the records for good, so a
+	// retry cannot succeed: the client gets 422 with the reason.
+	ErrSinkRejected = errors.New("ingest: records refused")
+	// ErrSinkTooLarge: a record is larger than the sink (Kafka's
+	// max.message.bytes) takes: the client gets 413.
+	ErrSinkTooLarge = errors.New("ingest: record too large for kafka")
+)
 
 // Config configures the HTTP ingest.
 type Config struct {
