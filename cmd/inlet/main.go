@@ -11,8 +11,12 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	go app.Signals(sigs, cancel, os.Exit, os.Stderr)
 	code := app.Main(ctx, os.Args[1:], app.DefaultEnv())
-	stop()
+	signal.Stop(sigs)
 	os.Exit(code)
 }

@@ -1,0 +1,183 @@
+package app
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/testkit"
+)
+
+// serveBinary starts `inlet serve` on a free port with args, logging into
+// logs (or into the returned pipe with pipe), and waits until it listens.
+type served struct {
+	cmd  *exec.Cmd
+	addr string
+	logs *testkit.LogBuffer
+	done chan error
+}
+
+func serveBinary(t *testing.T, stderr io.Writer, args ...string) *served {
+	t.Helper()
+	s := &served{addr: testkit.FreeAddr(t), logs: &testkit.LogBuffer{}, done: make(chan error, 1)}
+	s.cmd = exec.Command(testkit.Binary(t), append([]string{"serve", "--listen", s.addr, "--data-dir", t.TempDir()}, args...)...)
+	s.cmd.Stdout = s.logs
+	s.cmd.Stderr = s.logs
+	if stderr != nil {
+		s.cmd.Stderr = stderr
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.done <- s.cmd.Wait() }()
+	t.Cleanup(func() {
+		s.cmd.Process.Kill()
+		if t.Failed() {
+			t.Logf("inlet's log:\n%s", s.logs)
+		}
+	})
+	testkit.WaitFor(t, 20*time.Second, "inlet listens on "+s.addr, func() bool {
+		c, err := net.Dial("tcp", s.addr)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return s
+}
+
+// wait waits for the process to exit and returns its exit code (-1 if a
+// signal killed it), failing the test after timeout.
+func (s *served) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case err := <-s.done:
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ee):
+			return ee.ExitCode()
+		}
+		t.Fatalf("waiting for inlet: %v", err)
+	case <-time.After(timeout):
+		t.Fatalf("inlet did not exit within %v", timeout)
+	}
+	return 0
+}
+
+func (s *served) post(t *testing.T, n int, name string) {
+	t.Helper()
+	for i := range n {
+		r := testkit.Do(t, "POST", "http://"+s.addr+"/v1/batch", testkit.Batch(5, fmt.Sprintf("%s%d-", name, i), testkit.JSONArray), "Content-Type", "application/json")
+		if r.Status/100 != 2 {
+			t.Fatalf("batch %d: %s", i, r)
+		}
+	}
+}
+
+// TestSIGHUPStopsGracefully: SIGHUP (a closing terminal, a supervisor) stops
+// inlet like SIGTERM: with --ack none the events it buffered are flushed to
+// Kafka, and it exits 0. It used to kill the process and lose them.
+func TestSIGHUPStopsGracefully(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	brokers, topic := testkit.Brokers(t), testkit.Unique(t, "t-")
+	s := serveBinary(t, nil, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--ack", "none",
+		"--linger", "3s", "--compression", "none") // the events wait in memory when the signal comes
+	s.post(t, 8, "hup")
+	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGHUP, want 0", code)
+	}
+	testkit.ConsumeN(t, brokers, topic, 40, time.Second)
+}
+
+// TestSecondSignalExitsAtOnce: a shutdown that waits for Kafka (here
+// unreachable, with events buffered and a long --shutdown-timeout) is cut
+// short by a second SIGTERM: exit at once with 128+15.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	s := serveBinary(t, nil, "--brokers", testkit.FreeAddr(t), "--ack", "none", "--shutdown-timeout", "60s")
+	s.post(t, 2, "stuck")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	testkit.WaitFor(t, 10*time.Second, "the first signal is taken", func() bool { return strings.Contains(s.logs.String(), "stopping gracefully") })
+	start := time.Now()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.wait(t, 10*time.Second); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit %d after a second SIGTERM, want %d", code, 128+int(syscall.SIGTERM))
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the second signal took %v to end inlet, want at once", took)
+	}
+}
+
+// TestClosedLogPipe: when whatever reads inlet's log goes away, writing the
+// log fails but inlet keeps serving and stops cleanly (it used to die of
+// SIGPIPE at its next log line).
+func TestClosedLogPipe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	brokers, topic := testkit.Brokers(t), testkit.Unique(t, "t-")
+	pr, pw, err := os.Pipe() // an OS pipe, as a shell's `inlet serve 2>&1 | logger` has
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serveBinary(t, pw, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--ack", "kafka", "--log-level", "debug")
+	pw.Close() // the child has its own copy
+	// Read until it serves, then stop reading: the pipe's read end closes.
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() && !strings.Contains(sc.Text(), "msg=serving") {
+	}
+	pr.Close()
+	s.post(t, 3, "pipe")
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d with its log pipe closed, want 0", code)
+	}
+	testkit.ConsumeN(t, brokers, topic, 15, time.Second)
+}
+
+// TestSlowUploaderDoesNotFailShutdown: an upload that never ends takes the
+// HTTP drain's share of --shutdown-timeout and is then cut (it was not
+// acknowledged); the flush still gets its share, everything acknowledged
+// is in Kafka, and inlet exits 0. It used to spend the whole budget on the
+// upload and exit 1.
+func TestSlowUploaderDoesNotFailShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	brokers, topic := testkit.Brokers(t), testkit.Unique(t, "t-")
+	s := serveBinary(t, nil, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--ack", "kafka",
+		"--shutdown-timeout", "6s", "--read-timeout", "5m")
+	c, err := net.Dial("tcp", s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[{\"event\":")
+	s.post(t, 4, "slow")
+	start := time.Now()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d after %v with a slow upload in flight, want 0", code, time.Since(start))
+	}
+	if took := time.Since(start); took > 8*time.Second {
+		t.Fatalf("shutdown took %v, beyond its 6 s budget", took)
+	}
+	testkit.ConsumeN(t, brokers, topic, 20, time.Second)
+}
