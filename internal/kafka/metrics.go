@@ -17,6 +17,7 @@ type Metrics struct {
 	Undelivered    prometheus.Counter
 	BrokerErrors   *prometheus.CounterVec
 	RecordErrors   prometheus.Counter
+	TopicResets    prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -40,12 +41,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "inlet_kafka_record_errors_total",
 			Help: "Records that failed to produce (any ack mode).",
 		}),
+		TopicResets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inlet_kafka_topic_resets_total",
+			Help: "Times the producer forgot a topic that came back with a new ID (deleted and recreated, or a new cluster) to produce to the new one.",
+		}),
 	}
 	for _, op := range []string{"connect", "write", "read"} {
 		m.BrokerErrors.WithLabelValues(op) // export zeros
 	}
 	if reg != nil {
-		reg.MustRegister(m.ProduceLatency, m.Undelivered, m.BrokerErrors, m.RecordErrors)
+		reg.MustRegister(m.ProduceLatency, m.Undelivered, m.BrokerErrors, m.RecordErrors, m.TopicResets)
 	}
 	return m
 }

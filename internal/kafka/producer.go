@@ -113,6 +113,16 @@ type Producer struct {
 	log         *slog.Logger
 	metrics     *Metrics
 	undelivered *ratelog.Limiter // TryProduce's records that failed
+	health      *health
+
+	// Purging topics that were recreated (health.go). purgeMu guards
+	// toPurge and purged.
+	purgeMu   sync.Mutex
+	toPurge   map[string]struct{}  // topics waiting for the purger
+	purged    map[string]time.Time // when each topic was last purged
+	purgeKick chan struct{}        // wakes the purger; capacity 1
+	quit      chan struct{}        // closed by Close: the purger stops
+	purgeDone chan struct{}        // closed when the purger returned
 
 	closeOnce sync.Once
 }
@@ -132,6 +142,16 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
+	p := &Producer{
+		cfg: cfg, log: log, metrics: metrics,
+		undelivered: ratelog.New(log, slog.LevelError, "kafka: records not delivered", undeliveredLogInterval),
+		toPurge:     map[string]struct{}{},
+		purged:      map[string]time.Time{},
+		purgeKick:   make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		purgeDone:   make(chan struct{}),
+	}
+	p.health = &health{p: p}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
@@ -142,7 +162,7 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
 		kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes),
 		kgo.AllowAutoTopicCreation(),
-		kgo.WithHooks(metrics),
+		kgo.WithHooks(metrics, p.health),
 		kgo.WithLogger(Logger(log)),
 		// Closing the client waits up to a second for a last push of
 		// client metrics (KIP-714), past Close's context when Kafka hangs;
@@ -161,10 +181,9 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
 	metrics.bufferedBytes(cl)
-	return &Producer{
-		cfg: cfg, cl: cl, log: log, metrics: metrics,
-		undelivered: ratelog.New(log, slog.LevelError, "kafka: records not delivered", undeliveredLogInterval),
-	}, nil
+	p.cl = cl
+	go p.purger()
+	return p, nil
 }
 
 // Client returns the underlying client, for reading metadata.
@@ -375,7 +394,9 @@ func (p *Producer) Close(ctx context.Context) error {
 		if err != nil {
 			p.log.Error("flushing on close", "err", err, "buffered_records", p.cl.BufferedProduceRecords())
 		}
+		close(p.quit)
 		p.cl.Close()
+		<-p.purgeDone // a purge waiting for the metadata loop ends with the client
 	})
 	return err
 }
