@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -56,12 +58,39 @@ type Limits struct {
 // DefaultLimits are the limits documented in the README.
 var DefaultLimits = Limits{MaxEvents: 500, MaxEventBytes: 32 << 10}
 
+// bom is the UTF-8 byte order mark some clients (Windows tools, .NET's
+// default encoder) put before JSON; Split skips it.
+const bom = "\xef\xbb\xbf"
+
 // Split cuts body into the raw bytes of each event, without validating the
 // events themselves. It fails with a *BodyError when the body as a whole
-// cannot be read, holds no event, or holds more than maxEvents.
+// cannot be read, holds no event, or holds more than maxEvents. A leading
+// UTF-8 byte order mark is skipped (offsets still count it).
+//
+// It stops at the event past maxEvents: the memory it takes is bounded by
+// maxEvents and the body, not by how many items the body holds.
 //
 // The returned slices alias body.
 func Split(body []byte, f Format, maxEvents int) ([][]byte, error) {
+	if !bytes.HasPrefix(body, []byte(bom)) {
+		return split(body, f, maxEvents)
+	}
+	items, err := split(body[len(bom):], f, maxEvents)
+	var be *BodyError
+	if errors.As(err, &be) && be.Offset >= 0 {
+		be.Offset += int64(len(bom))
+		be.Msg = offsetRE.ReplaceAllStringFunc(be.Msg, func(m string) string {
+			n, _ := strconv.ParseInt(m[len("byte offset "):], 10, 64)
+			return "byte offset " + strconv.FormatInt(n+int64(len(bom)), 10)
+		})
+	}
+	return items, err
+}
+
+// offsetRE finds the offsets a BodyError's message states.
+var offsetRE = regexp.MustCompile(`byte offset [0-9]+`)
+
+func split(body []byte, f Format, maxEvents int) ([][]byte, error) {
 	var items [][]byte
 	switch f {
 	case FormatNDJSON:
@@ -81,7 +110,7 @@ func Split(body []byte, f Format, maxEvents int) ([][]byte, error) {
 		items = [][]byte{body}
 	default:
 		var err error
-		if items, err = splitJSON(body); err != nil {
+		if items, err = splitJSON(body, maxEvents); err != nil {
 			return nil, err
 		}
 	}
@@ -89,47 +118,138 @@ func Split(body []byte, f Format, maxEvents int) ([][]byte, error) {
 		return nil, &BodyError{Err: ErrEmpty, Offset: -1, Msg: "the batch holds no events"}
 	}
 	if maxEvents > 0 && len(items) > maxEvents {
-		return nil, &BodyError{Err: ErrTooManyEvents, Offset: -1,
-			Msg: fmt.Sprintf("the batch holds more than %d events, the limit per request", maxEvents)}
+		return nil, tooMany(maxEvents)
 	}
 	return items, nil
 }
 
-func splitJSON(body []byte) ([][]byte, error) {
+func tooMany(maxEvents int) *BodyError {
+	return &BodyError{Err: ErrTooManyEvents, Offset: -1,
+		Msg: fmt.Sprintf("the batch holds more than %d events, the limit per request", maxEvents)}
+}
+
+// splitJSON walks a JSON array of events, or an object whose only key is
+// "batch", token by token, and stops at the event past maxEvents. Syntax
+// errors are reported as json.Unmarshal reports them, for the whole body.
+func splitJSON(body []byte, maxEvents int) ([][]byte, error) {
 	start := firstNonSpace(body)
 	if start < 0 {
 		return nil, &BodyError{Err: ErrEmpty, Offset: -1, Msg: "empty body: expected a JSON array of events or {\"batch\": [...]}"}
 	}
-	var raws []json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var items [][]byte
 	switch body[start] {
 	case '[':
-		if err := json.Unmarshal(body, &raws); err != nil {
-			return nil, jsonBodyError(err)
+		var err error
+		if items, err = walkArray(dec, body, maxEvents); err != nil {
+			return nil, err
 		}
 	case '{':
-		var wrapper struct {
-			Batch *[]json.RawMessage `json:"batch"`
+		if _, err := dec.Token(); err != nil {
+			return nil, syntaxError(body)
 		}
-		if err := json.Unmarshal(body, &wrapper); err != nil {
-			return nil, jsonBodyError(err)
+		seen := false
+		for dec.More() {
+			keyAt := skipSeparators(body, int(dec.InputOffset()))
+			tok, err := dec.Token()
+			if err != nil {
+				return nil, syntaxError(body)
+			}
+			key, _ := tok.(string)
+			switch {
+			case key != "batch":
+				return nil, &BodyError{Err: ErrMalformed, Offset: int64(keyAt),
+					Msg: fmt.Sprintf("unknown key %q at byte offset %d: expected a JSON array of events or an object with only a \"batch\" array (send one event to /v1/track)", key, keyAt)}
+			case seen:
+				return nil, &BodyError{Err: ErrMalformed, Offset: int64(keyAt),
+					Msg: fmt.Sprintf("\"batch\" appears twice, again at byte offset %d", keyAt)}
+			}
+			seen = true
+			valueAt := skipSeparators(body, int(dec.InputOffset()))
+			if valueAt < len(body) && body[valueAt] == '[' {
+				if items, err = walkArray(dec, body, maxEvents); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return nil, syntaxError(body)
+			}
+			if !isNull(v) {
+				return nil, &BodyError{Err: ErrMalformed, Offset: int64(valueAt),
+					Msg: fmt.Sprintf("at byte offset %d: \"batch\" must be an array of events, got %s", valueAt, jsonKind(v[0]))}
+			}
+			seen = false // "batch": null is no batch
 		}
-		if wrapper.Batch == nil {
+		if _, err := dec.Token(); err != nil {
+			return nil, syntaxError(body)
+		}
+		if !seen {
 			return nil, &BodyError{Err: ErrMalformed, Offset: int64(start),
 				Msg: "expected a JSON array of events or an object with a \"batch\" array; this object has no \"batch\" (send one event to /v1/track)"}
 		}
-		raws = *wrapper.Batch
 	default:
 		return nil, &BodyError{Err: ErrMalformed, Offset: int64(start),
 			Msg: fmt.Sprintf("malformed JSON at byte offset %d: expected a JSON array of events or {\"batch\": [...]}", start)}
 	}
-	items := make([][]byte, len(raws))
-	for i, r := range raws {
-		items[i] = r
+	if firstNonSpace(body[dec.InputOffset():]) >= 0 {
+		return nil, syntaxError(body) // data after the top-level value
 	}
 	return items, nil
 }
 
-func checkSyntax(body []byte) error {
+// walkArray reads the array that starts at dec's next token into slices of
+// body; past maxEvents items it fails with ErrTooManyEvents at once.
+func walkArray(dec *json.Decoder, body []byte, maxEvents int) ([][]byte, error) {
+	if _, err := dec.Token(); err != nil {
+		return nil, syntaxError(body)
+	}
+	var items [][]byte
+	var raw json.RawMessage // reused: it holds one item at a time
+	for dec.More() {
+		if maxEvents > 0 && len(items) == maxEvents {
+			return nil, tooMany(maxEvents)
+		}
+		raw = raw[:0]
+		if err := dec.Decode(&raw); err != nil {
+			return nil, syntaxError(body)
+		}
+		// raw is the item without the space around it, and the decoder
+		// stops right after it, so it is body[end-len(raw):end].
+		end := int(dec.InputOffset())
+		items = append(items, body[end-len(raw):end:end])
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, syntaxError(body)
+	}
+	return items, nil
+}
+
+// skipSeparators is the offset of the first byte at or after off that is
+// neither space nor ':' nor ','.
+func skipSeparators(b []byte, off int) int {
+	for off < len(b) {
+		switch b[off] {
+		case ' ', '\t', '\r', '\n', ':', ',':
+			off++
+		default:
+			return off
+		}
+	}
+	return off
+}
+
+// syntaxError is the error json.Unmarshal finds in body, which the decoder
+// found malformed.
+func syntaxError(body []byte) *BodyError {
+	if err := checkSyntax(body); err != nil {
+		return err
+	}
+	return &BodyError{Err: ErrMalformed, Offset: -1, Msg: "malformed JSON"}
+}
+
+func checkSyntax(body []byte) *BodyError {
 	var v json.RawMessage
 	if err := json.Unmarshal(body, &v); err != nil {
 		return jsonBodyError(err)
@@ -243,7 +363,13 @@ type wire struct {
 
 // Parse validates the raw bytes of one event as the client sent them and
 // returns the event, not yet enriched. It never panics on any input.
+// A "ts" must lie between MinTS and a year from now (see ParseAt).
 func Parse(raw []byte, maxEventBytes int) (Event, *Invalid) {
+	return ParseAt(raw, maxEventBytes, time.Now())
+}
+
+// ParseAt is Parse with now as the current time, which bounds "ts".
+func ParseAt(raw []byte, maxEventBytes int, now time.Time) (Event, *Invalid) {
 	if maxEventBytes > 0 && len(raw) > maxEventBytes {
 		return Event{}, invalid(ReasonTooLarge, "event is %d bytes; the limit is %d", len(raw), maxEventBytes)
 	}
@@ -301,19 +427,60 @@ func Parse(raw []byte, maxEventBytes int) (Event, *Invalid) {
 		return Event{}, bad
 	}
 	if ts := w.TS; len(ts) > 0 && !isNull(ts) {
-		if c := ts[0]; c != '"' && c != '-' && (c < '0' || c > '9') {
-			return Event{}, invalid(ReasonBadField, "\"ts\" must be a number (milliseconds since the epoch) or an RFC 3339 string, got %s", jsonKind(c))
-		}
-		if ts[0] == '"' {
-			var s string
-			_ = json.Unmarshal(ts, &s)
-			if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
-				return Event{}, invalid(ReasonBadField, "\"ts\" %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", s)
-			}
+		if bad := checkTS(ts, now); bad != nil {
+			return Event{}, bad
 		}
 		e.TS = ts
 	}
 	return e, nil
+}
+
+// The range of "ts": from MinTS to MaxTSAhead past the server's clock.
+// Consumers decode ts as an int64 of milliseconds (or a time); a value
+// outside the range is a client bug (seconds sent as milliseconds, an
+// unset clock), not an event time.
+var MinTS = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// MaxTSAhead is how far past the server's clock a "ts" may lie (clients'
+// clocks drift; a year is a bug, not drift).
+const MaxTSAhead = 365 * 24 * time.Hour
+
+// checkTS checks a "ts" as sent: an integer of milliseconds since the epoch
+// or an RFC 3339 string, between MinTS and now+MaxTSAhead.
+func checkTS(ts json.RawMessage, now time.Time) *Invalid {
+	max := now.Add(MaxTSAhead)
+	rangeMsg := fmt.Sprintf("between %s and %s (a year from now)", MinTS.Format(time.RFC3339), max.UTC().Format(time.RFC3339))
+	switch c := ts[0]; {
+	case c == '"':
+		var s string
+		_ = json.Unmarshal(ts, &s)
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return invalid(ReasonBadField, "\"ts\" %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", s)
+		}
+		if t.Before(MinTS) || t.After(max) {
+			return invalid(ReasonBadField, "\"ts\" %q must be %s", s, rangeMsg)
+		}
+		return nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		ms, err := strconv.ParseInt(string(ts), 10, 64)
+		if err != nil {
+			if bytes.ContainsAny(ts, ".eE") {
+				return invalid(ReasonBadField, "\"ts\" %s must be an integer number of milliseconds since the epoch (no fraction or exponent), or an RFC 3339 string", ts)
+			}
+			return invalid(ReasonBadField, "\"ts\" %s must be milliseconds since the epoch %s", ts, rangeMsg)
+		}
+		if ms < MinTS.UnixMilli() || ms > max.UnixMilli() {
+			hint := ""
+			if s := ms * 1000; ms > 0 && s >= MinTS.UnixMilli() && s <= max.UnixMilli() {
+				hint = " (it looks like seconds; send milliseconds)"
+			}
+			return invalid(ReasonBadField, "\"ts\" %d must be milliseconds since the epoch %s%s", ms, rangeMsg, hint)
+		}
+		return nil
+	default:
+		return invalid(ReasonBadField, "\"ts\" must be a number (milliseconds since the epoch) or an RFC 3339 string, got %s", jsonKind(c))
+	}
 }
 
 // object checks that an optional field is a JSON object; null counts as absent.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -199,18 +200,60 @@ func TestSplit(t *testing.T) {
 		{name: "json number after blanks", body: "  \n42", max: limit, wantErr: event.ErrMalformed, wantOffset: 3, wantMsg: "expected a JSON array"},
 		{name: "json true", body: `true`, max: limit, wantErr: event.ErrMalformed, wantOffset: 0, wantMsg: "expected a JSON array"},
 		{name: "json null", body: `null`, max: limit, wantErr: event.ErrMalformed, wantOffset: 0, wantMsg: "expected a JSON array"},
-		{name: "json object without batch", body: ` {"event":"a"}`, max: limit, wantErr: event.ErrMalformed, wantOffset: 1, wantMsg: `no "batch"`, offsetNotInMsg: true},
+		{name: "json object without batch", body: ` {"event":"a"}`, max: limit, wantErr: event.ErrMalformed, wantOffset: 2, wantMsg: `unknown key "event" at byte offset 2: expected a JSON array of events or an object with only a "batch" array (send one event to /v1/track)`},
+		{name: "json empty object", body: ` {}`, max: limit, wantErr: event.ErrMalformed, wantOffset: 1, wantMsg: `no "batch"`, offsetNotInMsg: true},
 		{name: "json batch null", body: `{"batch":null}`, max: limit, wantErr: event.ErrMalformed, wantOffset: 0, wantMsg: `no "batch"`, offsetNotInMsg: true},
 		{
 			name: "json batch object",
-			body: `{"batch":{}}`, // the offset is where the value ends
-			max:  limit, wantErr: event.ErrMalformed, wantOffset: 10, wantMsg: `"batch" must be an array of events, got object`,
+			body: `{"batch":{}}`, // the offset is where the value starts
+			max:  limit, wantErr: event.ErrMalformed, wantOffset: 9, wantMsg: `"batch" must be an array of events, got object`,
 		},
 		{
 			name: "json batch string",
 			body: `{"batch":"x"}`,
-			max:  limit, wantErr: event.ErrMalformed, wantOffset: 12, wantMsg: `"batch" must be an array of events, got string`,
+			max:  limit, wantErr: event.ErrMalformed, wantOffset: 9, wantMsg: `"batch" must be an array of events, got string`,
 		},
+		// The wrapper object takes "batch" and nothing else (it used to drop
+		// other keys silently, and to take the last of two "batch").
+		{
+			name: "batch with another key after",
+			body: `{"batch":[{"event":"a"}], "foo":1}`,
+			max:  limit, wantErr: event.ErrMalformed, wantOffset: 26, wantMsg: `unknown key "foo" at byte offset 26`,
+		},
+		{
+			name: "batch with another key before",
+			body: `{"sent_at":1,"batch":[{"event":"a"}]}`,
+			max:  limit, wantErr: event.ErrMalformed, wantOffset: 1, wantMsg: `unknown key "sent_at" at byte offset 1`,
+		},
+		{
+			name: "batch key in another case",
+			body: `{"Batch":[{"event":"a"}]}`,
+			max:  limit, wantErr: event.ErrMalformed, wantOffset: 1, wantMsg: `unknown key "Batch"`,
+		},
+		{
+			name: "batch twice",
+			body: `{"batch":[{"event":"a"}],"batch":[{"event":"b"}]}`,
+			max:  limit, wantErr: event.ErrMalformed, wantOffset: 25, wantMsg: `"batch" appears twice, again at byte offset 25`,
+		},
+		{
+			name: "batch then malformed",
+			body: `{"batch":[{"event":"a"}],}`,
+			max:  limit, wantErr: event.ErrMalformed, wantOffset: 25, wantMsg: "malformed JSON at byte offset 25",
+		},
+		{
+			name: "data after the array",
+			body: `[{"event":"a"}] x`,
+			max:  limit, wantErr: event.ErrMalformed, wantOffset: 16, wantMsg: "malformed JSON at byte offset 16",
+		},
+
+		// A leading UTF-8 byte order mark is skipped; offsets count it.
+		{name: "bom json array", body: "\xef\xbb\xbf" + `[{"event":"a"}]`, max: limit, want: []string{`{"event":"a"}`}},
+		{name: "bom batch object", body: "\xef\xbb\xbf" + `{"batch":[{"event":"a"}]}`, max: limit, want: []string{`{"event":"a"}`}},
+		{name: "bom ndjson", body: "\xef\xbb\xbf" + "{\"event\":\"a\"}\n{\"event\":\"b\"}", format: event.FormatNDJSON, max: limit, want: []string{`{"event":"a"}`, `{"event":"b"}`}},
+		{name: "bom single", body: "\xef\xbb\xbf" + `{"event":"a"}`, format: event.FormatSingle, max: limit, want: []string{`{"event":"a"}`}},
+		{name: "bom offset", body: "\xef\xbb\xbf" + `[{"event":"a"}}`, max: limit, wantErr: event.ErrMalformed, wantOffset: 17, wantMsg: "malformed JSON at byte offset 17"},
+		{name: "bom only", body: "\xef\xbb\xbf", max: limit, wantErr: event.ErrEmpty, wantOffset: -1, wantMsg: "empty body"},
+
 		{
 			name:   "single array",
 			body:   ` [{"event":"a"}]`,
@@ -250,6 +293,42 @@ func TestSplit(t *testing.T) {
 			}
 			if !equalStrings(got, tt.want) {
 				t.Errorf("items = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSplitStopsPastMaxEvents: a JSON array of millions of tiny items (8 MiB
+// of [0,0,0,...], what 8 KB of gzip inflates to) is refused at the item past
+// the limit, allocating a small multiple of maxEvents, not one value per
+// item (it took 480 MB per request). Not parallel: it reads the
+// process's allocation counter.
+func TestSplitStopsPastMaxEvents(t *testing.T) {
+	zeros := make([]byte, 0, 8<<20)
+	zeros = append(zeros, '[')
+	for len(zeros) < 8<<20-2 {
+		zeros = append(zeros, '0', ',')
+	}
+	zeros = append(zeros, '0', ']')
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{
+		{"array", zeros},
+		{"batch object", append(append([]byte(`{"batch":`), zeros...), '}')},
+		{"malformed after the limit", append(zeros[:len(zeros)-1:len(zeros)-1], '}')},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			items, err := event.Split(tc.body, event.FormatJSON, 500)
+			runtime.ReadMemStats(&after)
+			checkBodyError(t, err, event.ErrTooManyEvents, -1, "more than 500 events", false)
+			if items != nil {
+				t.Errorf("got %d items with the error", len(items))
+			}
+			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 256<<10 {
+				t.Errorf("Split allocated %d bytes for a refused %d-byte body, want under 256 KiB", alloc, len(tc.body))
 			}
 		})
 	}
@@ -450,7 +529,21 @@ func TestParse(t *testing.T) {
 
 		// ts
 		{name: "ts milliseconds", raw: `{"event":"a","ts":1767366245000}`, want: event.Event{Event: "a", TS: json.RawMessage(`1767366245000`)}},
-		{name: "ts negative", raw: `{"event":"a","ts":-1}`, want: event.Event{Event: "a", TS: json.RawMessage(`-1`)}},
+		{name: "ts lowest", raw: `{"event":"a","ts":946684800000}`, want: event.Event{Event: "a", TS: json.RawMessage(`946684800000`)}},
+		{name: "ts a year ahead", raw: `{"event":"a","ts":1811851200000}`, want: event.Event{Event: "a", TS: json.RawMessage(`1811851200000`)}},
+		// Numbers a consumer cannot read as an int64 of milliseconds, or
+		// that are no plausible event time, are rejected (they were kept).
+		{name: "ts negative", raw: `{"event":"a","ts":-1}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" -1 must be milliseconds since the epoch between 2000-01-01T00:00:00Z and 2027-06-01T12:00:00Z`}},
+		{name: "ts before 2000", raw: `{"event":"a","ts":946684799999}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" 946684799999 must be milliseconds`}},
+		{name: "ts past a year ahead", raw: `{"event":"a","ts":1811851200001}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" 1811851200001 must be milliseconds`, "a year from now"}},
+		{name: "ts seconds", raw: `{"event":"a","ts":1767366245}`, wantReason: event.ReasonBadField, wantMsg: []string{"it looks like seconds; send milliseconds"}},
+		{name: "ts fraction", raw: `{"event":"a","ts":1767366245000.5}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" 1767366245000.5 must be an integer number of milliseconds`}},
+		{name: "ts exponent", raw: `{"event":"a","ts":1.5e12}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" 1.5e12 must be an integer`}},
+		{name: "ts huge exponent", raw: `{"event":"a","ts":1e400}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" 1e400 must be an integer`}},
+		{name: "ts 1e30", raw: `{"event":"a","ts":1e30}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" 1e30 must be an integer`}},
+		{name: "ts beyond int64", raw: `{"event":"a","ts":99999999999999999999}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" 99999999999999999999 must be milliseconds`}},
+		{name: "ts rfc3339 before 2000", raw: `{"event":"a","ts":"1999-12-31T23:59:59Z"}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" "1999-12-31T23:59:59Z" must be between 2000-01-01T00:00:00Z`}},
+		{name: "ts rfc3339 far ahead", raw: `{"event":"a","ts":"2030-01-01T00:00:00Z"}`, wantReason: event.ReasonBadField, wantMsg: []string{`must be between`}},
 		{name: "ts rfc3339", raw: `{"event":"a","ts":"2026-01-02T15:04:05Z"}`, want: event.Event{Event: "a", TS: json.RawMessage(`"2026-01-02T15:04:05Z"`)}},
 		{
 			name: "ts rfc3339 with fraction and zone",
@@ -476,7 +569,7 @@ func TestParse(t *testing.T) {
 			if tt.bug != "" {
 				t.Skipf("known bug: %s", tt.bug)
 			}
-			e, bad := event.Parse([]byte(tt.raw), limit)
+			e, bad := event.ParseAt([]byte(tt.raw), limit, parseNow)
 			if tt.wantReason != "" {
 				if bad == nil {
 					t.Fatalf("Parse(%q) accepted %+v, want %s", tt.raw, e, tt.wantReason)
@@ -512,6 +605,9 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
+
+// parseNow is TestParse's clock: "ts" may be up to a year past it.
+var parseNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
 // equalEvents reports whether a and b hold the same fields; nil and empty raw
 // JSON differ.
