@@ -1,0 +1,101 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// recordOverhead is what a record of an event takes beyond the event's
+// bytes as sent: the batch and record framing, the key, the headers and
+// the fields ingest adds. An allowance, not an exact bound.
+const recordOverhead = 1 << 10
+
+// CheckLimits compares maxEventBytes, the largest event ingest accepts,
+// with what Kafka takes on topic: the topic's max.message.bytes, or, when
+// the topic does not exist yet (auto-created on first produce), a broker's
+// message.max.bytes, and the producer's BatchMaxBytes. It returns a
+// warning to log when an accepted event could be refused as too large
+// (413 with ack=kafka, dead-lettered by the spool's forwarder), or "". err
+// is a failure to learn the limits (an unreachable Kafka, no permission to
+// describe configs); the warning is then "". It blocks for the admin
+// requests, bounded by ctx.
+func (p *Producer) CheckLimits(ctx context.Context, topic string, maxEventBytes int) (warning string, err error) {
+	adm := kadm.NewClient(p.cl) // not closed: that would close the producer's client
+	limit, source, err := topicLimit(ctx, adm, topic)
+	if err != nil {
+		return "", err
+	}
+	if b := int(p.cfg.BatchMaxBytes); b > 0 && b < limit {
+		limit, source = b, "the producer's batch limit"
+	}
+	if maxEventBytes+recordOverhead <= limit {
+		return "", nil
+	}
+	return fmt.Sprintf("kafka may refuse events that inlet accepts: events up to %d bytes are accepted, but topic %s takes records up to %d bytes (%s); larger ones get 413 with --ack kafka and are dead-lettered with --ack spool: lower --max-event-bytes below %d or raise the topic's max.message.bytes",
+		maxEventBytes, topic, limit, source, max(limit-recordOverhead, 0)), nil
+}
+
+// topicLimit is the largest record batch Kafka takes on topic, and where
+// the limit comes from.
+func topicLimit(ctx context.Context, adm *kadm.Client, topic string) (int, string, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return 0, "", fmt.Errorf("describing the configs of topic %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	switch {
+	case err == nil:
+		n, err := configInt(rc, "max.message.bytes")
+		if err != nil {
+			return 0, "", fmt.Errorf("topic %s: %w", topic, err)
+		}
+		return n, "its max.message.bytes", nil
+	case !errors.Is(err, kerr.UnknownTopicOrPartition):
+		return 0, "", fmt.Errorf("describing the configs of topic %s: %w", topic, err)
+	}
+	// Not created yet: it gets the brokers' default.
+	md, err := adm.BrokerMetadata(ctx)
+	if err != nil {
+		return 0, "", fmt.Errorf("listing brokers: %w", err)
+	}
+	if len(md.Brokers) == 0 {
+		return 0, "", errors.New("listing brokers: none")
+	}
+	rcs, err = adm.DescribeBrokerConfigs(ctx, md.Brokers[0].NodeID)
+	if err != nil {
+		return 0, "", fmt.Errorf("describing the configs of broker %d: %w", md.Brokers[0].NodeID, err)
+	}
+	if len(rcs) != 1 || rcs[0].Err != nil {
+		return 0, "", fmt.Errorf("describing the configs of broker %d: %v", md.Brokers[0].NodeID, rcs)
+	}
+	n, err := configInt(rcs[0], "message.max.bytes")
+	if err != nil {
+		return 0, "", fmt.Errorf("broker %d: %w", md.Brokers[0].NodeID, err)
+	}
+	return n, "the brokers' message.max.bytes, as the topic does not exist yet", nil
+}
+
+func configInt(rc kadm.ResourceConfig, key string) (int, error) {
+	for _, c := range rc.Configs {
+		if c.Key != key {
+			continue
+		}
+		if c.Value == nil {
+			return 0, fmt.Errorf("%s has no value", key)
+		}
+		n, err := strconv.Atoi(*c.Value)
+		if err != nil {
+			return 0, fmt.Errorf("parsing %s: %w", key, err)
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("no %s in the described configs", key)
+}
