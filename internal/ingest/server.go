@@ -294,7 +294,10 @@ func (s *Server) count(accepted int, recs []event.Record) {
 }
 
 // write hands recs to the sink within the write timeout; on failure it
-// answers 503 with Retry-After and returns false.
+// answers and returns false: 413 when Kafka refused a record as too large
+// (ErrSinkTooLarge) and 422 with the reason when it refused one for good
+// (ErrSinkRejected), both without Retry-After as the same request cannot
+// succeed; 503 with Retry-After for everything else.
 func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Record) bool {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.WriteTimeout)
 	defer cancel()
@@ -302,10 +305,18 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Reco
 	if err == nil {
 		return true
 	}
-	kind, msg := "error", "events not stored: "+err.Error()
+	kind, status, msg := "error", http.StatusServiceUnavailable, "events not stored: "+err.Error()
 	switch {
 	case errors.Is(err, ErrSinkFull):
 		kind, msg = "full", "inlet is at capacity; retry later"
+	// Kafka refused a record for good. The request is not a transaction:
+	// its other events may be stored, so it must not be sent again as is.
+	case errors.Is(err, ErrSinkTooLarge):
+		kind, status = "too_large", http.StatusRequestEntityTooLarge
+		msg = "an event is larger than Kafka takes on this topic; not all events were stored: " + err.Error()
+	case errors.Is(err, ErrSinkRejected):
+		kind, status = "rejected", http.StatusUnprocessableEntity
+		msg = "Kafka refused the events for good; not all events were stored: " + err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		kind, msg = "timeout", "events not acknowledged within "+s.cfg.WriteTimeout.String()+"; retry later"
 	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
@@ -313,8 +324,8 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Reco
 	}
 	s.metrics.SinkErrors.WithLabelValues(kind).Inc()
 	s.sinkWarn.Log("kind", kind, "records", len(recs), "err", err)
-	herr := errorf(http.StatusServiceUnavailable, "%s", msg)
-	herr.retry = true
+	herr := errorf(status, "%s", msg)
+	herr.retry = status == http.StatusServiceUnavailable
 	s.writeError(w, herr)
 	return false
 }
