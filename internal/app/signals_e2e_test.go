@@ -2,12 +2,10 @@ package app
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,62 +14,20 @@ import (
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
-// serveBinary starts `inlet serve` on a free port with args, logging into
-// logs (or into the returned pipe with pipe), and waits until it listens.
+// served is `inlet serve` on a free port, run by a test.
 type served struct {
-	cmd  *exec.Cmd
+	*testkit.Process
 	addr string
-	logs *testkit.LogBuffer
-	done chan error
 }
 
+// serveBinary starts `inlet serve` on a free port with args (its log into
+// stderr when not nil) and waits until it listens.
 func serveBinary(t *testing.T, stderr io.Writer, args ...string) *served {
 	t.Helper()
-	s := &served{addr: testkit.FreeAddr(t), logs: &testkit.LogBuffer{}, done: make(chan error, 1)}
-	s.cmd = exec.Command(testkit.Binary(t), append([]string{"serve", "--listen", s.addr, "--data-dir", t.TempDir()}, args...)...)
-	s.cmd.Stdout = s.logs
-	s.cmd.Stderr = s.logs
-	if stderr != nil {
-		s.cmd.Stderr = stderr
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { s.done <- s.cmd.Wait() }()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-		if t.Failed() {
-			t.Logf("inlet's log:\n%s", s.logs)
-		}
-	})
-	testkit.WaitFor(t, 20*time.Second, "inlet listens on "+s.addr, func() bool {
-		c, err := net.Dial("tcp", s.addr)
-		if err == nil {
-			c.Close()
-		}
-		return err == nil
-	})
-	return s
-}
-
-// wait waits for the process to exit and returns its exit code (-1 if a
-// signal killed it), failing the test after timeout.
-func (s *served) wait(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case err := <-s.done:
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-			return 0
-		case errors.As(err, &ee):
-			return ee.ExitCode()
-		}
-		t.Fatalf("waiting for inlet: %v", err)
-	case <-time.After(timeout):
-		t.Fatalf("inlet did not exit within %v", timeout)
-	}
-	return 0
+	addr := testkit.FreeAddr(t)
+	p := testkit.Start(t, stderr, append([]string{"serve", "--listen", addr, "--data-dir", t.TempDir()}, args...)...)
+	testkit.WaitListening(t, addr, 20*time.Second)
+	return &served{Process: p, addr: addr}
 }
 
 func (s *served) post(t *testing.T, n int, name string) {
@@ -95,10 +51,10 @@ func TestSIGHUPStopsGracefully(t *testing.T) {
 	s := serveBinary(t, nil, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--ack", "none",
 		"--linger", "3s", "--compression", "none") // the events wait in memory when the signal comes
 	s.post(t, 8, "hup")
-	if err := s.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := s.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	if code := s.wait(t, 20*time.Second); code != 0 {
+	if code := s.Wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("exit %d after SIGHUP, want 0", code)
 	}
 	testkit.ConsumeN(t, brokers, topic, 40, time.Second)
@@ -113,11 +69,11 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 	s := serveBinary(t, nil, "--brokers", testkit.FreeAddr(t), "--ack", "none", "--shutdown-timeout", "60s")
 	s.post(t, 2, "stuck")
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	testkit.WaitFor(t, 10*time.Second, "the first signal is taken", func() bool { return strings.Contains(s.logs.String(), "stopping gracefully") })
+	s.Cmd.Process.Signal(syscall.SIGTERM)
+	testkit.WaitFor(t, 10*time.Second, "the first signal is taken", func() bool { return strings.Contains(s.Logs.String(), "stopping gracefully") })
 	start := time.Now()
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	if code := s.wait(t, 10*time.Second); code != 128+int(syscall.SIGTERM) {
+	s.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.Wait(t, 10*time.Second); code != 128+int(syscall.SIGTERM) {
 		t.Fatalf("exit %d after a second SIGTERM, want %d", code, 128+int(syscall.SIGTERM))
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -145,8 +101,8 @@ func TestClosedLogPipe(t *testing.T) {
 	}
 	pr.Close()
 	s.post(t, 3, "pipe")
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	if code := s.wait(t, 20*time.Second); code != 0 {
+	s.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.Wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("exit %d with its log pipe closed, want 0", code)
 	}
 	testkit.ConsumeN(t, brokers, topic, 15, time.Second)
@@ -172,8 +128,8 @@ func TestSlowUploaderDoesNotFailShutdown(t *testing.T) {
 	fmt.Fprintf(c, "POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[{\"event\":")
 	s.post(t, 4, "slow")
 	start := time.Now()
-	s.cmd.Process.Signal(syscall.SIGTERM)
-	if code := s.wait(t, 20*time.Second); code != 0 {
+	s.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.Wait(t, 20*time.Second); code != 0 {
 		t.Fatalf("exit %d after %v with a slow upload in flight, want 0", code, time.Since(start))
 	}
 	if took := time.Since(start); took > 8*time.Second {

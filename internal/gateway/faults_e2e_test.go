@@ -1,14 +1,12 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -134,40 +132,24 @@ func TestKill9UnderLoad(t *testing.T) {
 	}
 	brokers := testkit.Brokers(t)
 	topic := testkit.Unique(t, "t-")
-	bin := testkit.Binary(t)
 	dataDir := t.TempDir()
 	addr := testkit.FreeAddr(t)
-	var allLogs testkit.LogBuffer // every run's logs, shown if the test fails
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("inlet's logs, all runs:\n%s", allLogs.String())
-		}
-	})
-	start := func() (*exec.Cmd, *bytes.Buffer) {
-		// Uncompressed: the checker reads ~100k records back, and decoding
-		// lz4 batches in a race-instrumented test binary is so slow that
-		// the read saw nothing for 40 s (the records were all there).
-		cmd := exec.Command(bin, "serve", "--listen", addr, "--topic", topic, "--data-dir", dataDir, "--ack", "spool",
-			"--compression", "none")
-		cmd.Env = append(os.Environ(), "INLET_BROKERS="+strings.Join(brokers, ","))
-		var logs bytes.Buffer
-		fmt.Fprintf(&allLogs, "--- run at %s\n", time.Now().Format(time.TimeOnly))
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(&logs, &allLogs), io.MultiWriter(&logs, &allLogs)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+	// Each run's log is shown by testkit.Start if the test fails.
+	start := func() *testkit.Process {
+		// Uncompressed, as in gatewaytest.Config: the checker reads ~100k
+		// records back, too slowly from lz4 under -race.
+		p := testkit.Start(t, nil, "serve", "--listen", addr, "--topic", topic, "--data-dir", dataDir, "--ack", "spool",
+			"--brokers", strings.Join(brokers, ","), "--compression", "none")
 		waitReady(t, "http://"+addr)
-		return cmd, &logs
+		return p
 	}
 	l := startLoader("http://"+addr, 8, 0)
 	acked := 0
 	for i := 0; i < 5; i++ {
-		cmd, _ := start()
+		p := start()
 		time.Sleep(time.Duration(800+150*i) * time.Millisecond)
-		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Wait()
+		p.Signal(t, syscall.SIGKILL)
+		p.Wait(t, 10*time.Second)
 		_, a := l.ledger.Counts()
 		if a <= acked {
 			t.Fatalf("kill %d: no event acknowledged since the last restart", i+1)
@@ -175,15 +157,12 @@ func TestKill9UnderLoad(t *testing.T) {
 		acked = a
 	}
 	// Bring it back, stop the load, and stop it cleanly: it drains the spool.
-	cmd, logs := start()
+	p := start()
 	time.Sleep(500 * time.Millisecond)
 	statuses := l.Stop()
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("final SIGTERM: %v\n%s", err, logs)
-	}
-	if !strings.Contains(logs.String(), "recovered records not yet delivered") && !strings.Contains(logs.String(), "spool drained") {
-		t.Logf("logs of the last run:\n%s", logs)
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 30*time.Second); code != 0 {
+		t.Fatalf("final SIGTERM: exit %d", code)
 	}
 	t.Logf("answers: %v", statuses)
 	rep := l.check(t, brokers, topic)
@@ -363,21 +342,7 @@ func TestCorruptSpoolTail(t *testing.T) {
 // TestDiskWriteError puts the spool on a tiny tmpfs: when the disk refuses
 // a write, inlet answers 503 (not stored, retry) and keeps serving.
 func TestDiskWriteError(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root (CI runs as root)")
-	}
-	dir, err := os.MkdirTemp("", "inlet-diskfull-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", dir).CombinedOutput(); err != nil {
-		os.Remove(dir)
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	t.Cleanup(func() { // registered first: runs after the gateway stopped
-		exec.Command("umount", dir).Run()
-		os.Remove(dir)
-	})
+	dir := testkit.Tmpfs(t, "256k")        // registered first: unmounted after the gateway stopped
 	filler := filepath.Join(dir, "filler") // half the disk, freed later
 	if err := os.WriteFile(filler, make([]byte, 128<<10), 0o644); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,22 +105,12 @@ func TestSIGTERMInOutageKeepsTheSpool(t *testing.T) {
 	}
 	t.Parallel()
 	dir, topic, addr := t.TempDir(), testkit.Unique(t, "t-"), testkit.FreeAddr(t)
-	cmd := exec.Command(testkit.Binary(t), "serve", "--listen", addr, "--brokers", testkit.FreeAddr(t), "--topic", topic,
+	p := testkit.Start(t, nil, "serve", "--listen", addr, "--brokers", testkit.FreeAddr(t), "--topic", topic,
 		"--data-dir", dir, "--shutdown-timeout", "3s", "--compression", "none")
-	var logs testkit.LogBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	testkit.WaitListening(t, addr, 20*time.Second)
+	if r := testkit.Do(t, "GET", "http://"+addr+"/readyz", nil); r.Status != 200 {
+		t.Fatalf("readyz with Kafka down and ack=spool: %s, want 200 (the spool takes events)", r)
 	}
-	defer cmd.Process.Kill()
-	testkit.WaitFor(t, 20*time.Second, "inlet answers /readyz 200 with Kafka down", func() bool {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			return false
-		}
-		c.Close()
-		return testkit.Do(t, "GET", "http://"+addr+"/readyz", nil).Status == 200
-	})
 	const batches = 10
 	for i := range batches {
 		r := testkit.Do(t, "POST", "http://"+addr+"/v1/batch", testkit.Batch(5, fmt.Sprintf("b%d-", i), testkit.JSONArray), "Content-Type", "application/json")
@@ -129,21 +118,12 @@ func TestSIGTERMInOutageKeepsTheSpool(t *testing.T) {
 			t.Fatalf("batch %d with Kafka down: %s", i, r)
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("inlet exited %d after SIGTERM in an outage with everything in the spool, want 0", code)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("inlet exited with %v after SIGTERM in an outage with everything in the spool; logs:\n%s", err, logs.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("inlet did not exit within its 3 s shutdown timeout; logs:\n%s", logs.String())
-	}
-	if !strings.Contains(logs.String(), "still in the spool") || !strings.Contains(logs.String(), fmt.Sprintf("records=%d", batches*5)) {
-		t.Errorf("the log does not say %d records wait in the spool:\n%s", batches*5, logs.String())
+	if logs := p.Logs.String(); !strings.Contains(logs, "still in the spool") || !strings.Contains(logs, fmt.Sprintf("records=%d", batches*5)) {
+		t.Errorf("the log does not say %d records wait in the spool:\n%s", batches*5, logs)
 	}
 
 	brokers := testkit.Brokers(t)

@@ -2,14 +2,11 @@ package gateway_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -175,17 +172,10 @@ func testSIGTERMUnderLoad(t *testing.T, ack string) {
 	}
 	brokers := testkit.Brokers(t)
 	topic := testkit.Unique(t, "t-")
-	bin := testkit.Binary(t)
 	addr := testkit.FreeAddr(t)
-	cmd := exec.Command(bin, "serve", "--listen", addr, "--topic", topic, "--shutdown-timeout", "20s",
-		"--ack", ack, "--data-dir", t.TempDir())
-	cmd.Env = append(os.Environ(), "INLET_BROKERS="+strings.Join(brokers, ","), "INLET_LINGER=20ms")
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
+	p := testkit.Start(t, nil, "serve", "--listen", addr, "--topic", topic, "--shutdown-timeout", "20s",
+		"--ack", ack, "--data-dir", t.TempDir(), "--brokers", strings.Join(brokers, ","), "--linger", "20ms")
+	testkit.WaitListening(t, addr, 30*time.Second)
 	waitReady(t, "http://"+addr)
 
 	var (
@@ -230,23 +220,14 @@ func testSIGTERMUnderLoad(t *testing.T, ack string) {
 		}()
 	}
 	time.Sleep(1500 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("inlet exited with %v after SIGTERM; logs:\n%s", err, logs.String())
-		}
-	case <-time.After(25 * time.Second):
-		t.Fatalf("inlet did not exit within the shutdown timeout; logs:\n%s", logs.String())
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 25*time.Second); code != 0 {
+		t.Fatalf("inlet exited %d after SIGTERM, want 0", code)
 	}
 	stopped.Store(true)
 	wg.Wait()
-	if !strings.Contains(logs.String(), "msg=stopped") {
-		t.Errorf("no clean stop in the logs:\n%s", logs.String())
+	if !strings.Contains(p.Logs.String(), "msg=stopped") {
+		t.Errorf("no clean stop in the logs:\n%s", p.Logs)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -270,20 +251,4 @@ func testSIGTERMUnderLoad(t *testing.T, ack string) {
 	}
 }
 
-func waitReady(t *testing.T, base string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never became ready", base)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+func waitReady(t *testing.T, base string) { testkit.WaitReady(t, base, 30*time.Second) }

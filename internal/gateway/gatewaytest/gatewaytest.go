@@ -50,7 +50,5 @@ func Start(tb testing.TB, cfg gateway.Config) *gateway.Gateway {
 // Ready polls /readyz until it answers 200, failing the test after timeout.
 func Ready(tb testing.TB, g *gateway.Gateway, timeout time.Duration) {
 	tb.Helper()
-	testkit.WaitFor(tb, timeout, "the gateway is ready", func() bool {
-		return testkit.Do(tb, "GET", "http://"+g.Addr()+"/readyz", nil).Status == 200
-	})
+	testkit.WaitReady(tb, "http://"+g.Addr(), timeout)
 }
