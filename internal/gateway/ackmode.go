@@ -31,7 +31,9 @@ import (
 //	                          buffered when the process dies is lost.
 //
 // In every mode a full buffer or spool is a 503 at once (ingest.ErrSinkFull),
-// never a silent drop, never the oldest data evicted.
+// never a silent drop, never the oldest data evicted. With --ack kafka a
+// record Kafka refuses for good is a 413 (too large for the topic) or a 422
+// (refused: invalid record, topic, authorization), not a 503 to retry.
 
 // spoolSink answers once the records are in the spool, fsynced (ack=spool).
 type spoolSink struct{ s *spool.Spool }
@@ -56,9 +58,20 @@ func (s enqueueSink) Write(_ context.Context, recs []event.Record) error {
 	return sinkErr(s.p.TryProduce(recs))
 }
 
+// sinkErr maps a sink's failure to how ingest answers it: full is a 503
+// with Retry-After; a record Kafka refused for good (kafka.IsPermanent) is
+// a 413 when too large, else a 422, as retrying cannot help; anything else
+// (an outage, a topic being recreated) is a 503.
 func sinkErr(err error) error {
-	if errors.Is(err, kafka.ErrFull) || errors.Is(err, spool.ErrFull) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, kafka.ErrFull) || errors.Is(err, spool.ErrFull):
 		return fmt.Errorf("%w: %w", ingest.ErrSinkFull, err)
+	case kafka.IsTooLarge(err):
+		return fmt.Errorf("%w: %w", ingest.ErrSinkTooLarge, err)
+	case kafka.IsPermanent(err):
+		return fmt.Errorf("%w: %w", ingest.ErrSinkRejected, err)
 	}
 	return err
 }

@@ -14,12 +14,10 @@ import (
 func TestCheckLimits(t *testing.T) {
 	t.Parallel()
 	brokers := realBrokers(t)
-	adm := newAdmin(t, brokers)
 	small := testkit.Unique(t, "limits-small-")
-	limit := "8192"
-	createTopic(t, adm, small, map[string]*string{"max.message.bytes": &limit})
+	testkit.CreateTopic(t, brokers, small, 1, map[string]string{"max.message.bytes": "8192"})
 	plain := testkit.Unique(t, "limits-plain-")
-	createTopic(t, adm, plain, nil)
+	testkit.CreateTopic(t, brokers, plain, 1, nil)
 	p := testProducer(t, brokers, nil)
 	big := testProducer(t, brokers, func(c *Config) { c.BatchMaxBytes = 16 << 20 })
 	cases := []struct {

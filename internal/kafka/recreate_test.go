@@ -36,19 +36,6 @@ func newAdmin(tb testing.TB, brokers []string) *kadm.Client {
 	return kadm.NewClient(cl)
 }
 
-// createTopic creates topic with one partition and configs, waiting until
-// it is there.
-func createTopic(tb testing.TB, adm *kadm.Client, topic string, configs map[string]*string) {
-	tb.Helper()
-	r, err := adm.CreateTopic(ctxFor(tb, 20*time.Second), 1, 1, configs, topic)
-	if err == nil {
-		err = r.Err
-	}
-	if err != nil {
-		tb.Fatalf("creating topic %s: %v", topic, err)
-	}
-}
-
 // topicID is topic's ID, or zero when there is no such topic.
 func topicID(tb testing.TB, adm *kadm.Client, topic string) kadm.TopicID {
 	tb.Helper()
@@ -94,7 +81,7 @@ func TestTopicRecreated(t *testing.T) {
 	brokers := realBrokers(t)
 	adm := newAdmin(t, brokers)
 	topic := testkit.Unique(t, "recreated-")
-	createTopic(t, adm, topic, nil)
+	testkit.CreateTopic(t, brokers, topic, 1, nil)
 	log, buf := testkit.NewLogBuffer()
 	cfg := DefaultConfig()
 	cfg.Brokers = brokers

@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/devbroker"
@@ -433,4 +434,29 @@ func Binary(tb testing.TB) string {
 		tb.Fatal(buildErr)
 	}
 	return builtBin
+}
+
+// CreateTopic creates topic on brokers with partitions partitions and the
+// topic configs given (e.g. "max.message.bytes"), failing the test if Kafka
+// refuses. The development broker ignores configs.
+func CreateTopic(tb testing.TB, brokers []string, topic string, partitions int32, configs map[string]string) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	cfgs := make(map[string]*string, len(configs))
+	for k, v := range configs {
+		cfgs[k] = &v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := kadm.NewClient(cl).CreateTopic(ctx, partitions, 1, cfgs, topic)
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil {
+		tb.Fatalf("creating topic %s: %v", topic, err)
+	}
 }

@@ -1,0 +1,60 @@
+package gateway_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/gateway"
+	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/testkit"
+)
+
+// TestAckKafkaTooLargeForTopic: with ack=kafka, an event inlet accepts
+// (under --max-event-bytes) but larger than its topic's max.message.bytes
+// is answered 413 without Retry-After, not a 503 to retry forever; the
+// events of the requests before and after it land.
+func TestAckKafkaTooLargeForTopic(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("INLET_TEST_BROKERS") == "" {
+		t.Skip("needs a real Kafka (INLET_TEST_BROKERS): the development broker has no max.message.bytes per topic")
+	}
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "toolarge-")
+	testkit.CreateTopic(t, brokers, topic, 1, map[string]string{"max.message.bytes": "4096"})
+	cfg := gatewaytest.Config(t, brokers, topic)
+	cfg.Ack = gateway.AckKafka
+	g := gatewaytest.Start(t, cfg)
+	gatewaytest.Ready(t, g, 20*time.Second)
+	base := "http://" + g.Addr()
+	post := func(path string, body []byte) testkit.Response {
+		return testkit.Do(t, "POST", base+path, body, "Content-Type", "application/json")
+	}
+
+	if r := post("/v1/batch", testkit.Batch(3, "before", testkit.JSONArray)); r.Status != 200 {
+		t.Fatalf("small events: %s", r)
+	}
+	big := []byte(`{"event":"big","props":{"s":"` + strings.Repeat("x", 8<<10) + `"}}`)
+	if len(big) >= cfg.Ingest.MaxEventBytes {
+		t.Fatalf("the event (%d bytes) is not under --max-event-bytes (%d)", len(big), cfg.Ingest.MaxEventBytes)
+	}
+	r := post("/v1/track", big)
+	if r.Status != 413 || r.Header.Get("Retry-After") != "" || !strings.Contains(string(r.Body), "MESSAGE_TOO_LARGE") {
+		t.Fatalf("an event over the topic's max.message.bytes: %s (Retry-After %q), want 413 saying MESSAGE_TOO_LARGE without Retry-After",
+			r, r.Header.Get("Retry-After"))
+	}
+	if r := post("/v1/batch", testkit.Batch(3, "after", testkit.JSONArray)); r.Status != 200 {
+		t.Fatalf("small events after the large one: %s", r)
+	}
+	got := testkit.ConsumeN(t, brokers, topic, 6, 500*time.Millisecond)
+	for _, rec := range got {
+		if strings.Contains(string(rec.Value), `"big"`) {
+			t.Errorf("the refused event is in Kafka")
+		}
+	}
+	m := testkit.Do(t, "GET", base+"/metrics", nil)
+	if want := `inlet_sink_errors_total{kind="too_large"} 1`; !strings.Contains(string(m.Body), want) {
+		t.Errorf("metrics lack %q", want)
+	}
+}
