@@ -145,10 +145,15 @@ func TestAppendFaults(t *testing.T) {
 			faults: []*fault{{op: "write", suffix: ".seg", n: 3, err: syscall.ENOSPC}, {op: "truncate", suffix: ".seg", n: 1, err: syscall.EIO}}},
 		{name: "an fsync fails", first: 2, is: syscall.EIO, forGood: true, failed: "fsync", unacked: true,
 			faults: []*fault{{op: "sync", suffix: ".seg", n: 3, err: syscall.EIO}}},
-		{name: "creating the next segment fails", first: -1, is: syscall.ENOSPC, forGood: true, failed: "creating segment",
+		// A failed roll is that request's alone: the next append rolls.
+		{name: "creating the next segment fails: no space", first: -1, is: syscall.ENOSPC,
 			faults: []*fault{{op: "create", suffix: ".seg", n: 2, err: syscall.ENOSPC}}},
-		{name: "syncing the directory after a roll fails", first: -1, is: syscall.EIO, forGood: true, failed: "syncing directory",
+		{name: "creating the next segment fails: too many open files", first: -1, is: syscall.EMFILE,
+			faults: []*fault{{op: "create", suffix: ".seg", n: 2, err: syscall.EMFILE}}},
+		{name: "syncing the directory after a roll fails", first: -1, is: syscall.EIO,
 			faults: []*fault{{op: "syncdir", n: 2, err: syscall.EIO}}},
+		{name: "the fsync before a roll fails", first: -1, is: syscall.EIO, forGood: true, failed: "fsync", unacked: true,
+			faults: []*fault{{op: "sync", suffix: ".seg", n: 5, err: syscall.EIO}}}, // the fifth append rolls
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

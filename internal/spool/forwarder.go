@@ -3,7 +3,9 @@ package spool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,10 +37,16 @@ const (
 	StateForwarding = "forwarding" // windows are on their way to Kafka
 	StateStalled    = "stalled"    // Kafka has not acknowledged the oldest window for StallAfter
 	StateRetrying   = "retrying"   // a window failed; waiting to send it, and those after it, again
-	StateStopped    = "stopped"
+	// StateStuck: the next record cannot be read (a damaged frame, a
+	// segment gone from disk), or a record Kafka refused for good can be
+	// neither dead-lettered nor parked; nothing after it is delivered.
+	// OldestAge says how long it has waited. An unreadable record is given
+	// up after QuarantineAfter tries.
+	StateStuck   = "stuck"
+	StateStopped = "stopped"
 )
 
-var states = []string{StateIdle, StateForwarding, StateStalled, StateRetrying, StateStopped}
+var states = []string{StateIdle, StateForwarding, StateStalled, StateRetrying, StateStuck, StateStopped}
 
 // ForwarderConfig configures a forwarder.
 type ForwarderConfig struct {
@@ -47,11 +55,33 @@ type ForwarderConfig struct {
 	MinBackoff  time.Duration // after a failed window, doubling up to MaxBackoff
 	MaxBackoff  time.Duration
 	StallAfter  time.Duration // a window unacknowledged this long reports StateStalled
+	// QuarantineAfter is how many times in a row reading the same record
+	// may fail (StateStuck meanwhile, MaxBackoff apart) before it is given
+	// up: the damaged segment is copied to <segment>.corrupt, the records
+	// lost are counted (inlet_spool_quarantined_records_total) and logged,
+	// and delivery goes on after them.
+	QuarantineAfter int
+
+	// Permanent, if set, reports whether a delivery error is one no retry
+	// can fix (a record too large for the topic, an invalid record, no
+	// authorization). A window failing with one is sent again one record
+	// at a time, in order, to find the records Kafka refuses; each of
+	// those is handed to Poison, and delivery goes on after it. Nil: every
+	// error is retried.
+	Permanent func(error) bool
+	// Poison, if set, hands rec, refused for good with err, to a dead-letter
+	// path (e.g. a dead-letter topic) and returns once it is there. If it
+	// fails with an error Permanent accepts, or is nil, rec is parked in
+	// the spool's parked/ file (inlet_spool_parked_records_total); a
+	// transient error is retried like a failed window. It is called from
+	// the forwarder's goroutine, one record at a time, and must return
+	// once ctx is done.
+	Poison func(ctx context.Context, rec event.Record, err error) error
 }
 
 // DefaultForwarderConfig returns the documented defaults.
 func DefaultForwarderConfig() ForwarderConfig {
-	return ForwarderConfig{WindowBytes: 1 << 20, Windows: 4, MinBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, StallAfter: 5 * time.Second}
+	return ForwarderConfig{WindowBytes: 1 << 20, Windows: 4, MinBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, StallAfter: 5 * time.Second, QuarantineAfter: 3}
 }
 
 // Forwarder sends the spool's records to Kafka in order, up to Windows
@@ -75,7 +105,7 @@ type Forwarder struct {
 	// afterFunc starts the stall timer: time.AfterFunc, or a test's seam.
 	afterFunc func(d time.Duration, fn func()) (stop func() bool)
 
-	retryLog, recoverLog, readLog, ackLog *ratelog.Limiter
+	retryLog, recoverLog, readLog, ackLog, poisonLog, parkLog *ratelog.Limiter
 
 	stopCtx   context.Context // done once Stop is called: produce nothing more
 	stopRead  context.CancelFunc
@@ -85,6 +115,11 @@ type Forwarder struct {
 	stopOnce  sync.Once
 
 	attempts int // failed epochs since a window was acknowledged; run's alone
+	// readFails counts the failures in a row to read at readAt; run's alone.
+	readFails int
+	readAt    Pos
+	stuckAt   time.Time    // when reading at readAt first failed; run's alone
+	lastAt    atomic.Int64 // unix ns appended-at of the last record read
 
 	state  atomic.Value // string; written with mu held
 	oldest atomic.Int64 // unix ns of the oldest record in flight; 0 when none; written with mu held
@@ -96,6 +131,7 @@ type Forwarder struct {
 	wait     uint64 // counts the deliveries waited for; a late stall timer of an earlier one does nothing
 	stalled  bool
 	retrying bool
+	stuck    bool
 	stopped  bool
 
 	// ackMu serializes recording a delivery in the spool with Stop giving
@@ -124,6 +160,8 @@ func newForwarder(s *Spool, p Producer, cfg ForwarderConfig, log *slog.Logger) *
 		recoverLog: ratelog.New(log, slog.LevelInfo, "forwarder: kafka acknowledged again", 10*time.Second),
 		readLog:    ratelog.New(log, slog.LevelError, "spool: reading for the forwarder", 10*time.Second),
 		ackLog:     ratelog.New(log, slog.LevelError, "spool: recording delivery", 10*time.Second),
+		poisonLog:  ratelog.New(log, slog.LevelWarn, "forwarder: kafka refused records for good; sent them to the dead-letter path", 10*time.Second),
+		parkLog:    ratelog.New(log, slog.LevelError, "forwarder: kafka refused records for good, and the dead-letter path too; parked them under the spool's parked/ directory", 10*time.Second),
 	}
 	f.stopCtx, f.stopRead = context.WithCancel(context.Background())
 	f.runCtx, f.cancelRun = context.WithCancel(context.Background())
@@ -143,7 +181,7 @@ func (f *Forwarder) start() {
 	go f.run()
 }
 
-// State is the forwarder's state: idle, forwarding, stalled, retrying or stopped.
+// State is the forwarder's state: idle, forwarding, stalled, retrying, stuck or stopped.
 func (f *Forwarder) State() string { return f.state.Load().(string) }
 
 // OldestAge is the age of the oldest record not yet acknowledged by Kafka
@@ -162,6 +200,8 @@ func (f *Forwarder) update() {
 	switch {
 	case f.stopped:
 		st = StateStopped
+	case f.stuck:
+		st = StateStuck
 	case f.retrying:
 		st = StateRetrying
 	case f.stalled:
@@ -185,17 +225,36 @@ func (f *Forwarder) update() {
 // window is records read together, on their way to Kafka.
 type window struct {
 	recs   []event.Record
-	next   Pos // the position after them
+	ents   []Entry // recs, with their positions and times
+	next   Pos     // the position after them
 	oldest int64
 	d      Delivery
 	err    error // of Produce
 }
 
-// readError is a failure to read the spool, as opposed to Kafka's.
-type readError struct{ err error }
+// readError is a failure to read the spool at pos, as opposed to Kafka's.
+type readError struct {
+	err error
+	pos Pos
+}
 
 func (e *readError) Error() string { return e.err.Error() }
 func (e *readError) Unwrap() error { return e.err }
+
+// poisonError is a window Kafka refused with an error Permanent accepts.
+type poisonError struct {
+	w   *window
+	err error
+}
+
+func (e *poisonError) Error() string { return e.err.Error() }
+func (e *poisonError) Unwrap() error { return e.err }
+
+// parkError is a failure to park a poison record.
+type parkError struct{ err error }
+
+func (e *parkError) Error() string { return e.err.Error() }
+func (e *parkError) Unwrap() error { return e.err }
 
 // run runs epochs until the forwarder stops, backing off after each failed
 // one.
@@ -203,7 +262,7 @@ func (f *Forwarder) run() {
 	defer close(f.done)
 	defer func() {
 		f.mu.Lock()
-		f.stopped, f.inflight, f.stalled, f.retrying = true, 0, false, false
+		f.stopped, f.inflight, f.stalled, f.retrying, f.stuck = true, 0, false, false, false
 		f.oldest.Store(0)
 		f.update()
 		f.mu.Unlock()
@@ -213,13 +272,29 @@ func (f *Forwarder) run() {
 		if err == nil || f.stopCtx.Err() != nil {
 			return
 		}
+		if pe := (*poisonError)(nil); errors.As(err, &pe) {
+			if err = f.isolate(pe); err == nil || f.stopCtx.Err() != nil {
+				f.attempts = 0
+				continue // the next epoch returns at once after Stop
+			}
+		}
 		f.attempts++
 		backoff := f.cfg.MaxBackoff
-		if re := (*readError)(nil); errors.As(err, &re) {
-			// A read error is a bug or a damaged disk: say so, and try
-			// again rather than skip records.
+		var (
+			re *readError
+			pe *parkError
+		)
+		switch {
+		case errors.As(err, &re):
+			// A damaged disk, or a bug: say so, try again a few times,
+			// then give the record up rather than block what follows.
+			if f.unreadable(re) {
+				continue
+			}
+		case errors.As(err, &pe):
 			f.readLog.Log("err", err)
-		} else {
+			f.setStuck()
+		default:
 			f.metrics.ForwardErrors.Inc()
 			backoff = f.cfg.MinBackoff // doubling per failure, up to MaxBackoff
 			for i := 1; i < f.attempts && backoff < f.cfg.MaxBackoff; i++ {
@@ -243,6 +318,132 @@ func (f *Forwarder) run() {
 		f.update()
 		f.mu.Unlock()
 	}
+}
+
+// setStuck reports StateStuck, with the age of the record that waits: the
+// last one read before it (the one that waits was appended no earlier), or
+// when it first could not be sent.
+func (f *Forwarder) setStuck() {
+	if f.stuckAt.IsZero() {
+		f.stuckAt = time.Now()
+	}
+	oldest := f.lastAt.Load()
+	if oldest == 0 {
+		oldest = f.stuckAt.UnixNano()
+	}
+	f.mu.Lock()
+	f.stuck = true
+	f.oldest.Store(oldest)
+	f.update()
+	f.mu.Unlock()
+}
+
+// unreadable counts a failure to read the spool at re.pos; at the
+// QuarantineAfter-th in a row it gives up the records that cannot be read
+// there and records the position after them as delivered (true).
+func (f *Forwarder) unreadable(re *readError) bool {
+	if f.readFails == 0 || re.pos != f.readAt {
+		f.readFails, f.readAt = 0, re.pos
+	}
+	f.readFails++
+	f.readLog.Log("err", re.err, "attempt", f.readFails, "of", max(f.cfg.QuarantineAfter, 1))
+	f.setStuck()
+	if f.readFails < max(f.cfg.QuarantineAfter, 1) {
+		return false
+	}
+	next, _, err := f.s.skipDamaged(re.pos, re.err)
+	if err != nil {
+		f.readLog.Log("err", err)
+		return false
+	}
+	if !f.ack(next, 0) {
+		return false
+	}
+	f.readFails, f.stuckAt = 0, time.Time{}
+	f.mu.Lock()
+	f.stuck = false
+	f.oldest.Store(0)
+	f.update()
+	f.mu.Unlock()
+	return true
+}
+
+// isolate sends the records of pe's window again one at a time, in order,
+// each once Kafka acknowledged the one before, and hands those it refuses
+// for good to poison, recording each record settled as delivered. It
+// returns nil once past the window (or stopping), else the error that
+// stopped it: the next epoch starts from the delivered position.
+func (f *Forwarder) isolate(pe *poisonError) error {
+	f.log.Warn("forwarder: kafka refused a window for good; sending its records one at a time to find those it refuses",
+		"records", len(pe.w.ents), "err", pe.err)
+	defer func() {
+		f.mu.Lock()
+		f.inflight = 0
+		f.update()
+		f.mu.Unlock()
+	}()
+	for _, e := range pe.w.ents {
+		if f.stopCtx.Err() != nil {
+			return nil
+		}
+		if e.Seq < f.s.Delivered().Seq {
+			continue
+		}
+		f.mu.Lock()
+		f.inflight = 1
+		f.oldest.Store(e.AppendedAt.UnixNano())
+		f.update()
+		f.mu.Unlock()
+		n := 1.0
+		if err := f.produceOne(e.Record); err != nil {
+			if f.runCtx.Err() != nil || !f.cfg.Permanent(err) {
+				return err
+			}
+			if err := f.poison(e, err); err != nil {
+				return err
+			}
+			n = 0
+		}
+		if !f.ack(e.Next, n) {
+			return nil
+		}
+	}
+	f.oldest.Store(0)
+	return nil
+}
+
+// produceOne sends rec alone and waits for Kafka's acknowledgement.
+func (f *Forwarder) produceOne(rec event.Record) error {
+	d, err := f.p.Produce([]event.Record{rec})
+	if err != nil {
+		return err
+	}
+	return d.Wait(f.runCtx)
+}
+
+// poison hands e, refused for good with cause, to Poison, and parks it if
+// Poison refuses it for good too (or there is no Poison). It returns an
+// error when e is in neither place: a transient failure of Poison, or
+// parking failed (a *parkError).
+func (f *Forwarder) poison(e Entry, cause error) error {
+	reason := cause.Error()
+	if f.cfg.Poison != nil {
+		perr := f.cfg.Poison(f.runCtx, e.Record, cause)
+		if perr == nil {
+			f.poisonLog.Log("topic", e.Record.Topic, "event_id", e.Record.EventID, "seq", e.Seq, "err", cause)
+			return nil
+		}
+		if f.runCtx.Err() != nil || !f.cfg.Permanent(perr) {
+			return fmt.Errorf("handing a record kafka refused for good (%w) to the dead-letter path: %w", cause, perr)
+		}
+		reason = fmt.Sprintf("%v; the dead-letter path refused it too: %v", cause, perr)
+	}
+	if err := f.s.park(e.Record, e.AppendedAt, reason); err != nil {
+		return &parkError{err}
+	}
+	f.parkLog.Log("topic", e.Record.Topic, "event_id", e.Record.EventID, "seq", e.Seq, "reason", reason,
+		"file", filepath.Join(f.s.Dir(), parkedFile))
+	return nil
 }
 
 // epoch produces windows from the spool's delivered position on, at most
@@ -277,6 +478,9 @@ func (f *Forwarder) epoch() error {
 				return nil // abandoned at Stop's deadline
 			}
 			f.retryLog.Log("records", len(w.recs), "attempt", f.attempts+1, "err", err)
+			if f.cfg.Permanent != nil && f.cfg.Permanent(err) {
+				return &poisonError{w: w, err: err}
+			}
 			return err
 		}
 		if f.attempts > 0 {
@@ -312,9 +516,10 @@ func (f *Forwarder) read(ctx context.Context, slots chan<- struct{}, windows cha
 			if readCtx.Err() != nil || errors.Is(err, ErrClosed) {
 				return nil
 			}
-			return &readError{err}
+			return &readError{err: err, pos: next}
 		}
-		w := &window{recs: make([]event.Record, len(entries)), next: next, oldest: entries[0].AppendedAt.UnixNano()}
+		f.lastAt.Store(entries[len(entries)-1].AppendedAt.UnixNano())
+		w := &window{recs: make([]event.Record, len(entries)), ents: entries, next: next, oldest: entries[0].AppendedAt.UnixNano()}
 		for i := range entries {
 			w.recs[i] = entries[i].Record
 		}
@@ -368,22 +573,33 @@ func (f *Forwarder) deliver(ctx context.Context, w *window) error {
 // record records the delivery of w in the spool, unless Stop gave up on
 // the forwarder (false).
 func (f *Forwarder) record(w *window) bool {
-	f.ackMu.Lock()
-	defer f.ackMu.Unlock()
-	if f.abandoned {
+	if !f.ack(w.next, float64(len(w.recs))) {
 		return false
 	}
-	if err := f.s.Ack(w.next); err != nil {
-		f.ackLog.Log("err", err)
-	}
-	f.metrics.Forwarded.Add(float64(len(w.recs)))
+	f.readFails, f.stuckAt = 0, time.Time{}
 	f.mu.Lock()
 	f.inflight--
+	f.stuck = false
 	if f.inflight == 0 {
 		f.oldest.Store(0)
 	}
 	f.update()
 	f.mu.Unlock()
+	return true
+}
+
+// ack records that everything before next is settled (n records of it
+// delivered), unless Stop gave up on the forwarder (false).
+func (f *Forwarder) ack(next Pos, n float64) bool {
+	f.ackMu.Lock()
+	defer f.ackMu.Unlock()
+	if f.abandoned {
+		return false
+	}
+	if err := f.s.Ack(next); err != nil {
+		f.ackLog.Log("err", err)
+	}
+	f.metrics.Forwarded.Add(n)
 	return true
 }
 

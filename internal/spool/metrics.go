@@ -14,6 +14,8 @@ type Metrics struct {
 	WriteErrors   prometheus.Counter
 	Full          prometheus.Counter
 	Recovered     prometheus.Counter
+	Quarantined   prometheus.Counter
+	Parked        prometheus.Counter
 
 	Forwarded      prometheus.Counter
 	ForwardErrors  prometheus.Counter
@@ -41,7 +43,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		WriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "inlet_spool_write_errors_total", Help: "Failed writes or fsyncs of the spool."}),
 		Full:        prometheus.NewCounter(prometheus.CounterOpts{Name: "inlet_spool_full_total", Help: "Appends refused because the spool was full."}),
 		Recovered: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "inlet_spool_corrupt_tails_total", Help: "Segments whose torn or corrupt tail was cut on start.",
+			Name: "inlet_spool_corrupt_tails_total", Help: "Segments whose torn or corrupt frames were cut out (on start, or by the forwarder); each is first copied to <segment>.corrupt.",
+		}),
+		Quarantined: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inlet_spool_quarantined_records_total",
+			Help: "Records given up because their frames were damaged or their segment was missing; the damaged segment is kept as <segment>.corrupt.",
+		}),
+		Parked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inlet_spool_parked_records_total",
+			Help: "Records Kafka refused for good, and the dead-letter topic too, written to <spool dir>/parked/ instead.",
 		}),
 		Forwarded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inlet_forwarder_records_total", Help: "Spooled records Kafka acknowledged.",
@@ -50,11 +60,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "inlet_forwarder_errors_total", Help: "Failed attempts to forward a window of spooled records (retried).",
 		}),
 		ForwarderState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "inlet_forwarder_state", Help: "1 for the forwarder's current state: idle, forwarding, stalled, retrying, stopped.",
+			Name: "inlet_forwarder_state", Help: "1 for the forwarder's current state: idle, forwarding, stalled, retrying, stuck, stopped.",
 		}, []string{"state"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.AppendLatency, m.FsyncLatency, m.GroupSize, m.Fsyncs, m.WriteErrors, m.Full, m.Recovered,
+		reg.MustRegister(m.AppendLatency, m.FsyncLatency, m.GroupSize, m.Fsyncs, m.WriteErrors, m.Full, m.Recovered, m.Quarantined, m.Parked,
 			m.Forwarded, m.ForwardErrors, m.ForwarderState)
 	}
 	return m

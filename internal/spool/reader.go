@@ -14,6 +14,7 @@ type Entry struct {
 	Seq        uint64
 	AppendedAt time.Time
 	Record     event.Record
+	Next       Pos // the position after the record
 }
 
 // Reader reads the spool's records in order, from a position on. It is not
@@ -120,6 +121,9 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Entry, Pos, error) {
 			if len(out) > 0 {
 				break
 			}
+			if len(b) < frameHeader {
+				return nil, r.pos, fmt.Errorf("spool: segment %d: torn frame header at %d", seg.base, pos.Off)
+			}
 			// One frame larger than maxBytes: read it whole.
 			size := int64(frameHeader) + int64(uint32(b[0])|uint32(b[1])<<8|uint32(b[2])<<16|uint32(b[3])<<24)
 			if size > avail {
@@ -132,16 +136,23 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Entry, Pos, error) {
 			}
 			continue
 		}
+		var (
+			rec event.Record
+			at  time.Time
+		)
+		if err == nil {
+			rec, at, err = decodePayload(p)
+		}
 		if err != nil {
+			if len(out) > 0 { // the good records first; the next call fails here
+				break
+			}
 			return nil, r.pos, fmt.Errorf("spool: segment %d at %d: %w", seg.base, pos.Off, err)
 		}
-		rec, at, err := decodePayload(p)
-		if err != nil {
-			return nil, r.pos, fmt.Errorf("spool: segment %d at %d: %w", seg.base, pos.Off, err)
-		}
-		out = append(out, Entry{Seq: pos.Seq, AppendedAt: at, Record: rec})
+		seq := pos.Seq
 		pos.Off += int64(fn)
 		pos.Seq++
+		out = append(out, Entry{Seq: seq, AppendedAt: at, Record: rec, Next: pos})
 		b = b[fn:]
 	}
 	r.pos = pos

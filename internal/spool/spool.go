@@ -15,6 +15,7 @@ package spool
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -118,6 +119,9 @@ type segment struct {
 	size   int64  // bytes of whole frames
 	count  uint64 // records
 	sealed bool   // no more writes
+	// missing: the file is gone from disk (found by recount or the
+	// forwarder); its bytes no longer count in Spool.bytes.
+	missing bool
 }
 
 type request struct {
@@ -146,6 +150,11 @@ type Spool struct {
 	wbuf   []byte
 	dirty  bool
 
+	// parkMu guards parked, the open parked file (park.go); nil until a
+	// record is parked.
+	parkMu sync.Mutex
+	parked File
+
 	// ackMu serializes Ack and the cursor write of Close: the cursor file
 	// and the deletion of delivered segments. It is taken before mu.
 	ackMu sync.Mutex
@@ -163,6 +172,7 @@ type Spool struct {
 	closed   bool
 	notify   chan struct{} // closed and replaced when readable data grows
 	cursorAt time.Time     // when the cursor was last written
+	counted  time.Time     // when recount last looked at the disk
 }
 
 // Open opens (creating if needed) the spool in cfg.Dir, recovers what is
@@ -218,12 +228,15 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 
 func segName(base uint64) string { return fmt.Sprintf("%020d.seg", base) }
 
-// recover scans the segments on disk, cuts bad tails, and loads the cursor.
+// recover scans the segments on disk, repairs damaged ones, and loads the
+// cursor, checked against the frames of its segment.
 func (s *Spool) recover() error {
 	entries, err := os.ReadDir(s.cfg.Dir)
 	if err != nil {
 		return fmt.Errorf("spool: reading %s: %w", s.cfg.Dir, err)
 	}
+	cur, haveCur := s.readCursor()
+	var atCur *scanned
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".seg") {
@@ -235,8 +248,16 @@ func (s *Spool) recover() error {
 			continue
 		}
 		seg := &segment{base: base, path: filepath.Join(s.cfg.Dir, name), sealed: true}
-		if err := s.scan(seg); err != nil {
+		curOff := int64(-1)
+		if haveCur && cur.Seg == base {
+			curOff = cur.Off
+		}
+		sc, err := s.scan(seg, curOff)
+		if err != nil {
 			return err
+		}
+		if curOff >= 0 || haveCur && cur.Seg == base {
+			atCur = &sc
 		}
 		if seg.size == 0 {
 			_ = s.fs.Remove(seg.path)
@@ -252,7 +273,7 @@ func (s *Spool) recover() error {
 			s.nextSeq = end
 		}
 	}
-	s.acked = s.loadCursor()
+	s.acked = s.checkCursor(cur, haveCur, atCur)
 	// Segments wholly before the cursor were delivered; a crash came
 	// between writing the cursor and deleting them.
 	for len(s.segs) > 0 && s.before(s.segs[0], s.acked) {
@@ -263,11 +284,24 @@ func (s *Spool) recover() error {
 		s.bytes -= seg.size
 		s.segs = s.segs[1:]
 	}
-	if n := s.nextSeq - s.acked.Seq; n > 0 {
+	if n := s.unforwarded(); n > 0 {
 		s.log.Info("spool: recovered records not yet delivered; they will be sent (again)",
 			"records", n, "segments", len(s.segs), "bytes", s.bytes)
 	}
 	return nil
+}
+
+// unforwarded counts the records at or after the delivered position.
+// Sequence numbers may have gaps where damage was cut out. s.mu must be
+// held (or the spool not yet shared).
+func (s *Spool) unforwarded() uint64 {
+	var n uint64
+	for _, seg := range s.segs {
+		if end, from := seg.base+seg.count, max(seg.base, s.acked.Seq); end > from {
+			n += end - from
+		}
+	}
+	return n
 }
 
 // before reports whether every record of seg lies before p.
@@ -275,17 +309,28 @@ func (s *Spool) before(seg *segment, p Pos) bool {
 	return seg.base < p.Seg || (seg.base == p.Seg && seg.sealed && p.Off >= seg.size)
 }
 
-// scan checks every frame of seg, sets its size and count, and cuts the
-// file at the first bad frame.
-func (s *Spool) scan(seg *segment) error {
+// scanned is what scan found out about a segment's frames at the cursor's
+// offset (curOff, or -1 when the cursor names another segment).
+type scanned struct {
+	atCursor  bool   // curOff is where a frame starts, or the end
+	cursorSeq uint64 // the sequence number of the record there
+	repaired  bool   // damage before the end was cut out: offsets after it moved
+}
+
+// scan checks every frame of seg and sets its size and count. A bad frame
+// followed by good ones is cut out (the segment is rewritten without it); a
+// bad tail is cut. Either way the segment is first copied to .corrupt, and
+// the records lost are counted (metrics.Quarantined) and logged.
+func (s *Spool) scan(seg *segment, curOff int64) (scanned, error) {
+	var sc scanned
 	f, err := s.fs.OpenFile(seg.path, os.O_RDWR, 0)
 	if err != nil {
-		return fmt.Errorf("spool: opening %s: %w", seg.path, err)
+		return sc, fmt.Errorf("spool: opening %s: %w", seg.path, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("spool: %s: %w", seg.path, err)
+		return sc, fmt.Errorf("spool: %s: %w", seg.path, err)
 	}
 	var (
 		off  int64
@@ -295,11 +340,14 @@ func (s *Spool) scan(seg *segment) error {
 		full = fi.Size()
 	)
 	for off < full {
+		if off == curOff {
+			sc.atCursor, sc.cursorSeq = true, seg.base+seg.count
+		}
 		if _, err := f.ReadAt(hdr[:], off); err != nil {
 			why = fmt.Errorf("%w: torn frame header", errCorrupt)
 			break
 		}
-		size := int64(uint32(hdr[0]) | uint32(hdr[1])<<8 | uint32(hdr[2])<<16 | uint32(hdr[3])<<24)
+		size := int64(binary.LittleEndian.Uint32(hdr[:]))
 		if size == 0 || size > maxPayloadBytes || off+frameHeader+size > full {
 			why = fmt.Errorf("%w: frame of %d bytes at %d runs past the end (%d)", errCorrupt, size, off, full)
 			break
@@ -324,33 +372,105 @@ func (s *Spool) scan(seg *segment) error {
 		seg.count++
 	}
 	seg.size = off
-	if why != nil {
-		s.metrics.Recovered.Inc()
+	if why == nil {
+		if off == curOff {
+			sc.atCursor, sc.cursorSeq = true, seg.base+seg.count
+		}
+		return sc, nil
+	}
+	if off == curOff {
+		sc.atCursor, sc.cursorSeq = true, seg.base+seg.count
+	}
+	return sc, s.repair(f, seg, full, why, &sc)
+}
+
+// repair cuts the damage scan found at seg.size out of seg, whose file f
+// holds full bytes: it quarantines the file, then keeps every frame that
+// verifies, resyncing after each bad one, and cuts what follows the last.
+func (s *Spool) repair(f File, seg *segment, full int64, why error, sc *scanned) error {
+	data := make([]byte, full)
+	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("spool: reading damaged segment %s: %w", seg.path, err)
+	}
+	name := filepath.Base(seg.path)
+	kept := data[:seg.size:seg.size] // copied on the first append below
+	var lost, ranges uint64
+	tail := false
+	for pos := int(seg.size); pos < len(data); {
+		if n, ok := goodFrame(data[pos:]); ok {
+			kept = append(kept, data[pos:pos+n]...)
+			seg.count++
+			pos += n
+			continue
+		}
+		next := resync(data, pos)
+		if next < 0 {
+			lost += damagedRecords(data[pos:])
+			tail = true
+			break
+		}
+		lost += damagedRecords(data[pos:next])
+		ranges++
+		pos = next
+	}
+	q, err := s.quarantine(seg.path, data)
+	if err != nil {
+		return fmt.Errorf("spool: %w", err)
+	}
+	s.metrics.Recovered.Inc()
+	s.metrics.Quarantined.Add(float64(lost))
+	if ranges == 0 {
 		s.log.Error("spool: corrupt or torn segment tail; cutting it at the last good record",
-			"segment", filepath.Base(seg.path), "good_records", seg.count, "good_bytes", off,
-			"dropped_bytes", full-off, "reason", why)
-		if err := f.Truncate(off); err != nil {
+			"segment", name, "good_records", seg.count, "records_lost", lost, "good_bytes", seg.size,
+			"dropped_bytes", full-seg.size, "quarantined", filepath.Base(q), "reason", why)
+		if err := f.Truncate(seg.size); err != nil {
 			return fmt.Errorf("spool: truncating %s: %w", seg.path, err)
 		}
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("spool: syncing %s: %w", seg.path, err)
 		}
+		return nil
 	}
+	sc.repaired = true
+	s.log.Error("spool: corrupt frames inside a segment; cutting them out and keeping the records after them",
+		"segment", name, "damaged_ranges", ranges, "tail_cut", tail, "records_lost", lost, "good_records", seg.count,
+		"good_bytes", len(kept), "dropped_bytes", full-int64(len(kept)), "quarantined", filepath.Base(q), "reason", why)
+	tmp := seg.path + ".tmp"
+	t, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("spool: rewriting %s: %w", name, err)
+	}
+	_, err = t.Write(kept)
+	if err == nil {
+		err = t.Sync()
+	}
+	if cerr := t.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.fs.Rename(tmp, seg.path)
+	}
+	if err == nil {
+		err = s.fs.SyncDir(s.cfg.Dir)
+	}
+	if err != nil {
+		return fmt.Errorf("spool: rewriting %s: %w", name, err)
+	}
+	seg.size = int64(len(kept))
 	return nil
 }
 
 // roll seals the active segment, if any, and starts a new one at nextSeq.
-// Only Open and the writer call it. After a failure the spool has no active
-// segment; the caller stops it.
+// Only Open and the writer call it. A failed fsync of the active segment
+// stops the spool for good (see syncActive); a failure to create the new
+// segment or to sync the directory (EMFILE, ENOSPC, EIO) is only that
+// request's: the active segment stays, and the next write tries again. The
+// error wraps ErrWrite.
 func (s *Spool) roll() error {
 	if s.active != nil {
-		if err := s.active.Sync(); err != nil {
-			return fmt.Errorf("syncing segment: %w", err)
+		if err := s.syncActive(); err != nil {
+			return err
 		}
-		if err := s.active.Close(); err != nil {
-			return fmt.Errorf("closing segment: %w", err)
-		}
-		s.active = nil
 	}
 	s.mu.Lock()
 	base := s.nextSeq
@@ -358,11 +478,17 @@ func (s *Spool) roll() error {
 	path := filepath.Join(s.cfg.Dir, segName(base))
 	f, err := s.fs.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("creating segment: %w", err)
+		return fmt.Errorf("%w: creating segment: %w", ErrWrite, err)
 	}
 	if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
-		f.Close()
-		return fmt.Errorf("syncing directory %s: %w", s.cfg.Dir, err)
+		f.Close() // an empty segment, replaced by the next roll or removed on open
+		return fmt.Errorf("%w: syncing directory %s: %w", ErrWrite, s.cfg.Dir, err)
+	}
+	if s.active != nil {
+		// Synced above: a failed close loses nothing.
+		if err := s.active.Close(); err != nil {
+			s.log.Warn("spool: closing a full segment", "err", err)
+		}
 	}
 	s.active = f
 	s.mu.Lock()
@@ -415,8 +541,11 @@ func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
 		return err
 	case s.bytes+s.reserved+n > s.cfg.MaxBytes:
 		s.mu.Unlock()
-		s.metrics.Full.Inc()
-		return ErrFull
+		if !s.recount() {
+			s.metrics.Full.Inc()
+			return ErrFull
+		}
+		return s.Append(ctx, recs)
 	}
 	s.reserved += n
 	s.mu.Unlock()
@@ -538,7 +667,11 @@ func (s *Spool) write(batch []*request, size int) error {
 	if seg.size >= s.cfg.SegmentBytes {
 		if err := s.roll(); err != nil {
 			s.unreserve(int64(size))
-			return s.fail(err)
+			if !s.Failed() {
+				s.metrics.WriteErrors.Inc()
+				s.writeLog.Log("err", err, "bytes", size)
+			}
+			return err
 		}
 		s.mu.Lock()
 		seg = s.segs[len(s.segs)-1]
@@ -619,6 +752,15 @@ func (s *Spool) fail(err error) error {
 	return err
 }
 
+// Failed reports whether the spool stopped writing for good (after a
+// failed fsync, or a failed write it could not cut back): it then needs a
+// restart, and Stats().Failed says why.
+func (s *Spool) Failed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed != nil
+}
+
 // Dir is the spool's directory.
 func (s *Spool) Dir() string { return s.cfg.Dir }
 
@@ -635,7 +777,7 @@ type Stats struct {
 func (s *Spool) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Bytes: s.bytes, MaxBytes: s.cfg.MaxBytes, Segments: len(s.segs), Unforwarded: s.nextSeq - s.acked.Seq}
+	st := Stats{Bytes: s.bytes, MaxBytes: s.cfg.MaxBytes, Segments: len(s.segs), Unforwarded: s.unforwarded()}
 	if s.failed != nil {
 		st.Failed = s.failed.Error()
 	}
@@ -688,11 +830,55 @@ func (s *Spool) Ack(p Pos) error {
 		}
 		s.mu.Lock()
 		// Only Ack removes segments, in order, under ackMu: seg is the first.
-		s.bytes -= seg.size
+		if !seg.missing {
+			s.bytes -= seg.size
+		}
 		s.segs = s.segs[1:]
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// recount checks, at most once a second, that the sealed segments the
+// spool counts are on disk, and stops counting those that are not, so that
+// "full" follows what is on disk: a segment removed by hand (or lost) does
+// not keep the spool full. It reports whether it freed any room.
+func (s *Spool) recount() bool {
+	if !s.ackMu.TryLock() { // an Ack is under way: it frees room itself
+		return false
+	}
+	defer s.ackMu.Unlock()
+	s.mu.Lock()
+	if time.Since(s.counted) < time.Second {
+		s.mu.Unlock()
+		return false
+	}
+	s.counted = time.Now()
+	var sealed []*segment
+	for _, seg := range s.segs {
+		if seg.sealed && !seg.missing {
+			sealed = append(sealed, seg)
+		}
+	}
+	s.mu.Unlock()
+	var gone []*segment
+	for _, seg := range sealed {
+		if _, err := os.Stat(seg.path); errors.Is(err, fs.ErrNotExist) {
+			gone = append(gone, seg)
+		}
+	}
+	if len(gone) == 0 {
+		return false
+	}
+	s.mu.Lock()
+	for _, seg := range gone {
+		seg.missing = true
+		s.bytes -= seg.size
+	}
+	s.mu.Unlock()
+	s.log.Error("spool: segments gone from disk; their records cannot be sent (the forwarder counts them as quarantined)",
+		"segments", len(gone), "first", filepath.Base(gone[0].path))
+	return true
 }
 
 // saveCursor writes p to the cursor file atomically (write, rename).
@@ -724,42 +910,75 @@ func (s *Spool) saveCursor(p Pos, durable bool) error {
 	return nil
 }
 
-// loadCursor reads the cursor; one that names no segment on disk, or lies
-// past the good part of its segment, is replaced by the start of the spool.
-func (s *Spool) loadCursor() Pos {
-	start := Pos{Seg: s.nextSeq, Seq: s.nextSeq}
-	if len(s.segs) > 0 {
-		start = Pos{Seg: s.segs[0].base, Seq: s.segs[0].base}
-	}
+// readCursor reads the cursor file; false when there is none or it cannot
+// be parsed.
+func (s *Spool) readCursor() (Pos, bool) {
 	b, err := os.ReadFile(filepath.Join(s.cfg.Dir, "cursor"))
 	if err != nil {
-		return start
+		return Pos{}, false
 	}
 	var p Pos
 	if _, err := fmt.Sscanf(string(b), "%d %d %d\n", &p.Seg, &p.Off, &p.Seq); err != nil {
 		s.log.Warn("spool: unreadable cursor; sending everything in the spool", "err", err)
+		return Pos{}, false
+	}
+	return p, true
+}
+
+// checkCursor returns the delivered position the cursor p stands for, once
+// checked against the segments on disk (at: what scan found at p.Off in
+// p's segment). A cursor that does not match them is replaced by the start
+// of its segment, or of the spool: records are sent again, never skipped.
+func (s *Spool) checkCursor(p Pos, have bool, at *scanned) Pos {
+	start := Pos{Seg: s.nextSeq, Seq: s.nextSeq}
+	if len(s.segs) > 0 {
+		start = Pos{Seg: s.segs[0].base, Seq: s.segs[0].base}
+	}
+	if !have {
 		return start
 	}
-	for _, seg := range s.segs {
-		if seg.base == p.Seg {
-			if p.Off > seg.size || p.Seq > seg.base+seg.count {
-				s.log.Warn("spool: cursor past the good part of its segment; starting there at the end",
-					"segment", seg.base, "cursor_offset", p.Off, "segment_bytes", seg.size)
-				return Pos{Seg: seg.base, Off: seg.size, Seq: seg.base + seg.count}
+	bad := func(why string, from Pos) Pos {
+		s.log.Warn("spool: the cursor does not match the segments on disk; sending from the start of its segment again (duplicates, nothing skipped)",
+			"reason", why, "cursor", fmt.Sprintf("%d %d %d", p.Seg, p.Off, p.Seq), "from_seq", from.Seq)
+		return from
+	}
+	for i, seg := range s.segs {
+		segStart := Pos{Seg: seg.base, Seq: seg.base}
+		switch {
+		case seg.base == p.Seg:
+			switch {
+			case p.Off < 0:
+				return bad("negative offset", segStart)
+			case at != nil && at.repaired:
+				return bad("its segment was repaired", segStart)
+			case at == nil || !at.atCursor:
+				return bad("not on a frame boundary of its segment", segStart)
+			case at.cursorSeq != p.Seq:
+				return bad(fmt.Sprintf("sequence %d, but the frame there is record %d", p.Seq, at.cursorSeq), segStart)
 			}
 			return p
-		}
-		if seg.base > p.Seg { // the cursor's segment was delivered and deleted
-			return Pos{Seg: seg.base, Seq: seg.base}
+		case seg.base > p.Seg:
+			// The cursor's segment is gone: delivered and deleted (the
+			// cursor is then at its end, where this one starts), or lost.
+			if i > 0 && s.segs[i-1].base+s.segs[i-1].count > p.Seg {
+				return bad("its segment is inside another", Pos{Seg: s.segs[i-1].base, Seq: s.segs[i-1].base})
+			}
+			if p.Off < 0 || p.Seq > seg.base {
+				return bad("its segment is gone and it lies past the next one", segStart)
+			}
+			return segStart
 		}
 	}
 	if len(s.segs) == 0 {
 		return start
 	}
-	if p.Seg >= s.nextSeq { // an empty segment after everything
-		return Pos{Seg: s.nextSeq, Seq: s.nextSeq}
+	if last := s.segs[len(s.segs)-1]; p.Seg < last.base+last.count {
+		return bad("its segment is inside another", Pos{Seg: last.base, Seq: last.base})
 	}
-	return start
+	if p.Seg == s.nextSeq && p.Off == 0 && p.Seq == s.nextSeq { // everything was delivered
+		return p
+	}
+	return bad("past the end of the spool", start)
 }
 
 // Close writes what was accepted, syncs it, and closes the spool. Appends
@@ -776,6 +995,12 @@ func (s *Spool) Close() error {
 		s.ackMu.Lock()
 		err = s.saveCursor(s.Delivered(), true)
 		s.ackMu.Unlock()
+		s.parkMu.Lock()
+		if s.parked != nil {
+			s.parked.Close()
+			s.parked = nil
+		}
+		s.parkMu.Unlock()
 		s.lock.Close()
 	})
 	return err
