@@ -1,0 +1,5 @@
+//go:build race
+
+package logship_test
+
+const raceEnabled = true

@@ -1,0 +1,153 @@
+package logship
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/client"
+)
+
+// Sink is where a Handler delivers its records (encoded inlet events).
+type Sink interface {
+	// Write delivers records in order and returns nil once the sink
+	// acknowledged every one. Any other error means some may have been
+	// delivered and the caller writes them all again (duplicates, never a
+	// loss), except a *RejectedError: those records are refused for good.
+	// It is called by one goroutine at a time; records are valid only
+	// until it returns.
+	Write(ctx context.Context, records [][]byte) error
+	// Close releases the sink within ctx.
+	Close(ctx context.Context) error
+}
+
+// ErrRejected is what a *RejectedError matches with errors.Is.
+var ErrRejected = errors.New("logship: rejected")
+
+// RejectedError reports that N records of a Write were refused for good
+// (the others were delivered); they are not written again.
+type RejectedError struct {
+	N   int
+	Err error
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("logship: %d records rejected: %v", e.N, e.Err)
+}
+func (e *RejectedError) Is(target error) bool { return target == ErrRejected }
+func (e *RejectedError) Unwrap() error        { return e.Err }
+
+// InletSink delivers records to inlet with c.Post (one attempt per Write;
+// the handler retries). A 413 splits the batch; a record that alone is
+// too large, and records inlet rejects, are reported as rejected.
+type InletSink struct {
+	c *client.Client
+}
+
+// NewInletSink returns a sink posting to inlet through c; Close closes c.
+func NewInletSink(c *client.Client) *InletSink { return &InletSink{c: c} }
+
+func (s *InletSink) Write(ctx context.Context, records [][]byte) error {
+	ans, err := s.c.Post(ctx, records)
+	var se *client.StatusError
+	switch {
+	case err == nil:
+		if len(ans.Rejected) > 0 {
+			return &RejectedError{N: len(ans.Rejected), Err: &client.RejectedError{Rejected: ans.Rejected}}
+		}
+		return nil
+	case errors.As(err, &se) && se.Code == http.StatusRequestEntityTooLarge && len(records) > 1:
+		var rej *RejectedError
+		for _, half := range [][][]byte{records[:len(records)/2], records[len(records)/2:]} {
+			if err := s.Write(ctx, half); errors.As(err, &rej) {
+				continue
+			} else if err != nil {
+				return err
+			}
+		}
+		return nil
+	case errors.As(err, &se) && !se.Temporary():
+		return &RejectedError{N: len(records), Err: err}
+	}
+	return err
+}
+
+func (s *InletSink) Close(ctx context.Context) error { return s.c.Close(ctx) }
+
+// KafkaConfig configures a KafkaSink.
+type KafkaConfig struct {
+	Brokers []string
+	Topic   string
+	// Key is every record's key. Without one, every record goes to
+	// partition 0, so that the records of a handler stay in order; with
+	// one, records go to the key's partition (in order too).
+	Key []byte
+	// Opts are more franz-go options (TLS, SASL, compression ...).
+	Opts []kgo.Opt
+}
+
+// KafkaSink produces records straight to Kafka with franz-go's idempotent
+// producer (acks=all).
+type KafkaSink struct {
+	cl    *kgo.Client
+	topic string
+	key   []byte
+}
+
+// NewKafkaSink returns a sink producing to cfg.Topic; Close closes its client.
+func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
+	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
+		return nil, errors.New("logship: kafka sink needs brokers and a topic")
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent with acks=all (franz-go's default)
+		kgo.ProducerLinger(0),
+		kgo.AllowAutoTopicCreation(),
+		kgo.ClientID("inlet-logship"),
+	}
+	if cfg.Key == nil {
+		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	}
+	cl, err := kgo.NewClient(append(opts, cfg.Opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("logship: creating kafka client: %w", err)
+	}
+	return &KafkaSink{cl: cl, topic: cfg.Topic, key: cfg.Key}, nil
+}
+
+func (s *KafkaSink) Write(ctx context.Context, records [][]byte) error {
+	recs := make([]*kgo.Record, len(records))
+	for i, r := range records {
+		recs[i] = &kgo.Record{Topic: s.topic, Key: s.key, Value: r}
+	}
+	res := s.cl.ProduceSync(ctx, recs...)
+	rejected := 0
+	var first error
+	for _, r := range res {
+		switch {
+		case r.Err == nil:
+		case errors.Is(r.Err, kerr.MessageTooLarge), errors.Is(r.Err, kerr.RecordListTooLarge):
+			rejected++
+			if first == nil {
+				first = r.Err
+			}
+		default:
+			return fmt.Errorf("logship: producing to %s: %w", s.topic, r.Err)
+		}
+	}
+	if rejected > 0 {
+		return &RejectedError{N: rejected, Err: first}
+	}
+	return nil
+}
+
+func (s *KafkaSink) Close(ctx context.Context) error {
+	err := s.cl.Flush(ctx)
+	s.cl.Close()
+	return err
+}
