@@ -3,7 +3,7 @@
 # integration tests, from jars fetched off Maven Central (no Docker, no
 # tarball download).
 #
-# Usage: scripts/kafka.sh start|stop|status|fetch|halt|resume
+# Usage: scripts/kafka.sh start|stop|status|fetch|halt|resume|wipe
 #
 #   fetch   download kafka_2.13:$KAFKA_VERSION + runtime deps + Log4j 2 binding
 #           into $INLET_CACHE/kafka-$KAFKA_VERSION/libs (skipped when present)
@@ -24,6 +24,11 @@
 #           "127.0.0.1:PORT" as the last stdout line; fails if there is nothing
 #           to resume, if a port was taken meanwhile, or on timeout. If the
 #           broker is already running and answering, just print it.
+#   wipe    stop the broker, delete its data, format the storage again with a
+#           new cluster id and start it on the same ports: a broker wiped and
+#           re-formatted at the same address, for fault tests. Prints
+#           "127.0.0.1:PORT" as the last stdout line; fails like resume when
+#           there is no broker state or a port was taken meanwhile.
 #
 # Environment:
 #   INLET_CACHE          cache root (default: <repo>/.cache, gitignored)
@@ -414,6 +419,42 @@ do_resume() {
 	echo "$addr"
 }
 
+do_wipe() {
+	local addr port cport
+	if [[ ! -f $PORTS_FILE || ! -f $PROPS ]]; then
+		die "nothing to wipe in $KAFKA_DIR (run start first)"
+	fi
+	kill_broker || true
+	rm -f "$PID_FILE"
+	read -r port cport <"$PORTS_FILE" || true
+	[[ $port =~ ^[0-9]+$ && $cport =~ ^[0-9]+$ ]] || die "bad $PORTS_FILE"
+	addr="127.0.0.1:$port"
+	rm -rf "$DATA_DIR"
+	rm -f "$HALTED_FILE"
+	local p
+	for p in "$port" "$cport"; do
+		port_bindable "$p" || die "cannot wipe: port $p (from $PORTS_FILE) was taken by another process meanwhile"
+	done
+
+	do_fetch
+	ensure_java
+	ensure_kcat
+	local -a JAVA_OPTS
+	java_opts
+	local cluster_id
+	cluster_id="$(random_cluster_id)"
+	log "wiped; formatting storage again (cluster id $cluster_id)"
+	if ! java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.tools.StorageTool \
+		format -t "$cluster_id" -c "$PROPS" >"$KAFKA_DIR/format.log" 2>&1; then
+		cat "$KAFKA_DIR/format.log" >&2
+		die "kafka storage format failed"
+	fi
+	log "starting the wiped Kafka $KAFKA_VERSION on $addr (controller 127.0.0.1:$cport)"
+	printf '\n===== kafka.sh wipe %s =====\n' "$(date '+%F %T')" >>"$SERVER_LOG"
+	launch_and_wait "$addr" do_stop
+	echo "$addr"
+}
+
 do_start() {
 	local addr pid
 	if pid="$(running_pid)"; then
@@ -465,8 +506,9 @@ status) do_status ;;
 fetch) do_fetch ;;
 halt) do_halt ;;
 resume) do_resume ;;
+wipe) do_wipe ;;
 *)
-	echo "usage: $0 start|stop|status|fetch|halt|resume" >&2
+	echo "usage: $0 start|stop|status|fetch|halt|resume|wipe" >&2
 	exit 2
 	;;
 esac

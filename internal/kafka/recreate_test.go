@@ -130,3 +130,49 @@ func TestTopicRecreated(t *testing.T) {
 	}
 	testkit.ConsumeN(t, brokers, topic, acked, 300*time.Millisecond)
 }
+
+// TestBrokerWiped: a broker wiped and re-formatted at the same address (a
+// new cluster: the topic is gone, then auto-created with a new ID, and the
+// producer ID unknown) fails produces only until the producer forgot the
+// topic; then they are acknowledged again, by the same producer, within a
+// bound. Every record acknowledged after the wipe is in the new cluster.
+func TestBrokerWiped(t *testing.T) {
+	t.Parallel()
+	k := testkit.PrivateKafka(t)
+	topic := testkit.Unique(t, "wiped-")
+	log, buf := testkit.NewLogBuffer()
+	cfg := DefaultConfig()
+	cfg.Brokers = k.Brokers
+	cfg.DeliveryTimeout = 5 * time.Second
+	p, err := newProducer(cfg, log, nil, kgo.MetadataMinAge(100*time.Millisecond), kgo.MetadataMaxAge(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if err := p.ProduceSync(ctxFor(t, 30*time.Second), records(topic, 3)); err != nil {
+		t.Fatal(err)
+	}
+
+	k.Wipe()
+	start := time.Now()
+	var last error
+	for {
+		err := p.ProduceSync(ctxFor(t, 10*time.Second), records(topic, 5))
+		if err == nil {
+			break
+		}
+		last = err
+		if IsPermanent(err) {
+			t.Fatalf("a wiped broker is permanent: %v", err)
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("still failing %v after the broker was wiped: %v\n%s", time.Since(start), err, buf)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("produces acknowledged again %v after the broker was wiped (last failure: %v)", time.Since(start), last)
+	if err := p.ProduceSync(ctxFor(t, 10*time.Second), records(topic, 5)); err != nil {
+		t.Fatalf("a produce after recovery: %v", err)
+	}
+	testkit.ConsumeN(t, k.Brokers, topic, 10, 300*time.Millisecond)
+}

@@ -134,6 +134,65 @@ type KafkaCtl struct {
 	Brokers []string
 	Halt    func()
 	Resume  func()
+	// Wipe deletes the broker's data and starts it again, re-formatted (a
+	// new cluster), at the same address. Only PrivateKafka has it.
+	Wipe func()
+}
+
+// PrivateKafka starts a real Kafka broker of the test's own through
+// scripts/kafka.sh (INLET_TEST_KAFKA_SCRIPT), in a temporary directory on
+// free ports, for tests that halt or wipe a broker: never the broker other
+// tests share. It is stopped, and its data deleted, at the end of the
+// test. Without INLET_TEST_KAFKA_SCRIPT the test is skipped (failed with
+// INLET_TEST_REQUIRE_KAFKA=1). Starting takes about ten seconds.
+func PrivateKafka(tb testing.TB) KafkaCtl {
+	tb.Helper()
+	script := os.Getenv("INLET_TEST_KAFKA_SCRIPT")
+	if script == "" {
+		if requireReal() {
+			tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_KAFKA_SCRIPT is empty: run `make test`")
+		}
+		tb.Skip("INLET_TEST_KAFKA_SCRIPT is not set: no scripts/kafka.sh to start a private broker with")
+	}
+	dir, err := os.MkdirTemp("", "inlet-kafka-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	run := func(verb string) string {
+		tb.Helper()
+		cmd := exec.Command(script, verb)
+		cmd.Env = append(os.Environ(), "KAFKA_DIR="+dir)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			tb.Fatalf("KAFKA_DIR=%s %s %s: %v\n%s", dir, script, verb, err, stderr.Bytes())
+		}
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return lines[len(lines)-1]
+	}
+	tb.Cleanup(func() {
+		cmd := exec.Command(script, "stop")
+		cmd.Env = append(os.Environ(), "KAFKA_DIR="+dir)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			tb.Errorf("stopping the private kafka: %v\n%s", err, out)
+		}
+		os.RemoveAll(dir)
+	})
+	addr := run("start")
+	same := func(verb string) func() {
+		return func() {
+			if got := run(verb); got != addr {
+				tb.Fatalf("kafka came back at %q after %s, not %s", got, verb, addr)
+			}
+		}
+	}
+	return KafkaCtl{
+		Brokers: []string{addr},
+		Halt:    func() { run("halt") },
+		Resume:  same("resume"),
+		Wipe:    same("wipe"),
+	}
 }
 
 // HaltableKafka returns the real broker of `make test`, halted and resumed
