@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/inlet-dev/inlet/internal/membudget"
 
@@ -61,75 +63,226 @@ func format(r *http.Request, single bool) (event.Format, *httpError) {
 		"Content-Type %s is not supported: send application/json, application/x-ndjson or text/plain", mt)
 }
 
-var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// minBuf is the smallest body buffer; bufPools[i] holds buffers of
+// capacity minBuf<<i (*[]byte), up to 1 MiB. Larger ones are not kept.
+const minBuf = 4 << 10
+
+var bufPools [9]sync.Pool
+
+// bufClass is the index of the smallest class of at least n bytes.
+func bufClass(n int64) int {
+	c := 0
+	for int64(minBuf)<<c < n {
+		c++
+	}
+	return c
+}
+
+// getBuf returns an empty buffer of at least n bytes.
+func getBuf(n int64) []byte {
+	c := bufClass(n)
+	if c >= len(bufPools) {
+		return make([]byte, 0, n)
+	}
+	if b, ok := bufPools[c].Get().(*[]byte); ok {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, minBuf<<c)
+}
+
+// putBuf gives b back for reuse; b must not be used afterwards.
+func putBuf(b []byte) {
+	if c := bufClass(int64(cap(b))); c < len(bufPools) && cap(b) == minBuf<<c {
+		bufPools[c].Put(&b)
+	}
+}
 
 var gzipPool sync.Pool // *gzip.Reader
 
-var zstdPool = sync.Pool{New: func() any {
-	d, err := zstd.NewReader(nil,
-		zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderLowmem(true),
-		zstd.WithDecoderMaxWindow(8<<20))
-	if err != nil {
-		panic(err) // only for invalid options
-	}
-	return d
-}}
+// maxZstdWindow is the largest zstd window inlet decodes (a decoder holds
+// its window in memory): larger ones are refused 413, like any other
+// decompression bomb.
+const maxZstdWindow = 8 << 20
 
-// readBody reads the request body into a pooled buffer, decompressing it,
-// within the configured limits. The caller returns buf to bufPool when done
-// with every slice of it.
-// The bytes read are charged to the server's budget and added to *taken;
-// the caller releases them when done.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request, taken *int64) (buf *bytes.Buffer, herr *httpError) {
+// newZstdPool is a pool of zstd decoders that decode at most maxDecoded
+// bytes, in a window of at most maxZstdWindow.
+func newZstdPool(maxDecoded int64) *sync.Pool {
+	window := max(min(maxZstdWindow, maxDecoded), zstd.MinWindowSize)
+	return &sync.Pool{New: func() any {
+		d, err := zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(uint64(window)),
+			zstd.WithDecoderMaxMemory(uint64(max(maxDecoded, window))))
+		if err != nil {
+			panic(err) // only for invalid options
+		}
+		return d
+	}}
+}
+
+// readBody reads the request body, within the configured limits, and
+// decompresses it; the caller returns the body to the pool with putBuf when
+// done with every slice of it.
+//
+// A compressed body is read whole, as sent, before it is decompressed (from
+// memory, at CPU speed): a stalled upload holds what it sent, never what that
+// inflates to. No byte for BodyIdleTimeout ends the body (408). Every buffer
+// is charged to the server's budget, and to its connection's share of it,
+// through hold; the caller releases hold when done.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hold *membudget.Hold) (body []byte, herr *httpError) {
 	if r.ContentLength > s.cfg.MaxBodyBytes {
 		return nil, errorf(http.StatusRequestEntityTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
 	}
-	body := http.MaxBytesReader(rootWriter(w), r.Body, s.cfg.MaxBodyBytes)
-	var src io.Reader = body
 	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
 	switch enc {
-	case "", "identity":
+	case "", "identity", "gzip", "x-gzip", "zstd":
+	default:
+		return nil, errorf(http.StatusUnsupportedMediaType, "Content-Encoding %q is not supported: send gzip, zstd or none", enc)
+	}
+	var src io.Reader = http.MaxBytesReader(rootWriter(w), r.Body, s.cfg.MaxBodyBytes)
+	if s.cfg.BodyIdleTimeout > 0 {
+		idle := watchIdle(w, src, s.cfg.BodyIdleTimeout)
+		defer idle.stop()
+		src = idle
+	}
+	sent, err := readAll(src, s.cfg.MaxBodyBytes, hold)
+	if err != nil {
+		return nil, s.bodyReadError(err, "")
+	}
+	if enc == "" || enc == "identity" {
+		return sent, nil
+	}
+	defer putBuf(sent)
+	// Decompression runs at CPU speed: at most one per CPU at a time, so
+	// that the decoders' own memory (a zstd window, up to 8 MiB) is bounded
+	// by the CPUs, not by the requests in flight.
+	select {
+	case s.inflate <- struct{}{}:
+		defer func() { <-s.inflate }()
+	case <-r.Context().Done():
+		return nil, errorf(http.StatusServiceUnavailable, "client went away")
+	}
+	var dec io.Reader
+	switch enc {
 	case "gzip", "x-gzip":
 		zr, _ := gzipPool.Get().(*gzip.Reader)
-		var err error
 		if zr == nil {
-			zr, err = gzip.NewReader(body)
+			zr, err = gzip.NewReader(bytes.NewReader(sent))
 		} else {
-			err = zr.Reset(body)
+			err = zr.Reset(bytes.NewReader(sent))
 		}
 		if err != nil {
 			return nil, s.bodyReadError(err, "gzip")
 		}
 		defer gzipPool.Put(zr)
-		src = zr
+		dec = zr
 	case "zstd":
-		zr := zstdPool.Get().(*zstd.Decoder)
-		if err := zr.Reset(body); err != nil {
+		zr := s.zstd.Get().(*zstd.Decoder)
+		if err := zr.Reset(bytes.NewReader(sent)); err != nil {
 			return nil, s.bodyReadError(err, "zstd")
 		}
-		defer func() { _ = zr.Reset(nil); zstdPool.Put(zr) }()
-		src = zr
-	default:
-		return nil, errorf(http.StatusUnsupportedMediaType, "Content-Encoding %q is not supported: send gzip, zstd or none", enc)
+		defer func() { _ = zr.Reset(nil); s.zstd.Put(zr) }()
+		dec = zr
 	}
-	buf = bufPool.Get().(*bytes.Buffer)
-	buf.Reset()
-	max := s.cfg.MaxDecompressedBytes
-	if enc == "" || enc == "identity" {
-		max = s.cfg.MaxBodyBytes
-	}
-	br := &membudget.Reader{R: io.LimitReader(src, max+1), B: s.budget}
-	n, err := buf.ReadFrom(br)
-	*taken += br.Taken
-	if err == nil && n > max {
+	body, err = readAll(dec, s.cfg.MaxDecompressedBytes, hold)
+	if errors.Is(err, errTooLarge) {
 		err = errDecompressedTooLarge
 	}
 	if err != nil {
-		putBuf(buf)
 		return nil, s.bodyReadError(err, enc)
 	}
-	return buf, nil
+	hold.Drop(int64(cap(sent))) // put back by the deferred putBuf
+	return body, nil
+}
+
+// readAll reads src to its end into a pooled buffer, failing with
+// errTooLarge past limit bytes. The buffer starts small and doubles as it
+// fills, never past limit, so that a stalled upload holds what it sent,
+// not what it announced; what hold is charged is its capacity, so that the
+// budget bounds the memory, not only the bytes.
+func readAll(src io.Reader, limit int64, hold *membudget.Hold) ([]byte, error) {
+	b := getBuf(min(minBuf, limit))
+	if err := hold.Take(int64(cap(b))); err != nil {
+		putBuf(b)
+		return nil, err
+	}
+	for {
+		room := min(int64(cap(b)), limit)
+		if int64(len(b)) == room {
+			if room == limit {
+				var one [1]byte
+				n, err := io.ReadFull(src, one[:])
+				switch {
+				case n == 0 && err == io.EOF:
+					return b, nil
+				case n == 1:
+					err = errTooLarge
+				}
+				putBuf(b)
+				return nil, err
+			}
+			nb := getBuf(min(2*int64(cap(b)), limit))
+			if err := hold.Take(int64(cap(nb) - cap(b))); err != nil {
+				putBuf(nb)
+				putBuf(b)
+				return nil, err
+			}
+			nb = append(nb, b...)
+			putBuf(b)
+			b = nb
+			continue
+		}
+		n, err := src.Read(b[len(b):room])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			putBuf(b)
+			return nil, err
+		}
+	}
+}
+
+// idleReader ends a body that sends no byte for d: a watchdog moves the
+// request's read deadline to now, so that the pending Read fails, and that
+// failure becomes errBodyIdle. It leaves the server's read timeout alone
+// otherwise.
+type idleReader struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	d     time.Duration
+	t     *time.Timer
+	fired atomic.Bool
+}
+
+func watchIdle(w http.ResponseWriter, r io.Reader, d time.Duration) *idleReader {
+	ir := &idleReader{r: r, rc: http.NewResponseController(w), d: d}
+	ir.t = time.AfterFunc(d, func() {
+		ir.fired.Store(true)
+		_ = ir.rc.SetReadDeadline(time.Now()) // not supported: only the read timeout applies
+	})
+	return ir
+}
+
+func (ir *idleReader) Read(p []byte) (int, error) {
+	n, err := ir.r.Read(p)
+	if n > 0 && !ir.fired.Load() {
+		ir.t.Reset(ir.d)
+	}
+	if err != nil && err != io.EOF && ir.fired.Load() {
+		err = fmt.Errorf("%w: %w", errBodyIdle, err)
+	}
+	return n, err
+}
+
+// stop ends the watchdog. Had it fired after the last byte came, the read
+// deadline is cleared again: the body is read, only the answer is left.
+func (ir *idleReader) stop() {
+	if !ir.t.Stop() && ir.fired.Load() {
+		_ = ir.rc.SetReadDeadline(time.Time{})
+	}
 }
 
 // rootWriter is the ResponseWriter net/http gave the handler, under every
@@ -147,7 +300,9 @@ func rootWriter(w http.ResponseWriter) http.ResponseWriter {
 }
 
 var (
+	errTooLarge             = errors.New("body too large")
 	errDecompressedTooLarge = errors.New("decompressed too large")
+	errBodyIdle             = errors.New("body idle")
 )
 
 func (s *Server) bodyReadError(err error, enc string) *httpError {
@@ -158,19 +313,19 @@ func (s *Server) bodyReadError(err error, enc string) *httpError {
 	case errors.Is(err, membudget.ErrExhausted):
 		return &httpError{status: http.StatusServiceUnavailable, offset: -1, retry: true,
 			msg: "inlet holds too many request bodies in memory; retry later"}
+	case errors.Is(err, membudget.ErrConnShare):
+		return &httpError{status: http.StatusTooManyRequests, offset: -1, retry: true,
+			msg: fmt.Sprintf("the requests of this connection hold %d bytes of bodies in memory, the most one connection may; retry later", s.budget.PerConn())}
+	case errors.Is(err, errBodyIdle):
+		return errorf(http.StatusRequestTimeout, "no byte of the body received for %s (the body idle timeout)", s.cfg.BodyIdleTimeout)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return errorf(http.StatusRequestTimeout, "body not received within the read timeout")
-	case errors.Is(err, errDecompressedTooLarge):
+	case errors.Is(err, errDecompressedTooLarge), errors.Is(err, zstd.ErrDecoderSizeExceeded):
 		return errorf(http.StatusRequestEntityTooLarge, "decompressed body exceeds %d bytes, the limit", s.cfg.MaxDecompressedBytes)
+	case errors.Is(err, zstd.ErrWindowSizeExceeded):
+		return errorf(http.StatusRequestEntityTooLarge, "the zstd body needs a window larger than %d bytes, the limit", min(maxZstdWindow, s.cfg.MaxDecompressedBytes))
 	case enc == "gzip" || enc == "x-gzip" || enc == "zstd":
 		return errorf(http.StatusBadRequest, "body is not valid %s data: %v", enc, err)
 	}
 	return errorf(http.StatusBadRequest, "reading body: %v", err)
-}
-
-// putBuf returns a buffer to the pool unless it grew past what is worth keeping.
-func putBuf(b *bytes.Buffer) {
-	if b.Cap() <= 1<<20 {
-		bufPool.Put(b)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/membudget"
 )
 
 // Sink takes the records of one request. Write blocks until the records are
@@ -51,8 +52,16 @@ type Config struct {
 	MaxDecompressedBytes int64 // body after gzip/zstd (413 past it)
 	event.Limits               // events per batch, bytes per event
 	// MaxInflightBytes bounds the request bodies held in memory at once,
-	// across all requests (503 with Retry-After past it).
+	// across all requests (503 with Retry-After past it). The requests of
+	// one connection may hold at most a quarter of it together
+	// (membudget.ConnShareDivisor), but always one body of each limit
+	// (429 with Retry-After past it), when the HTTP server gives each
+	// connection a membudget.Conn (http.Server.ConnContext).
 	MaxInflightBytes int64
+	// BodyIdleTimeout ends a request body that sends no byte for this long
+	// (408), giving back what it held of the budget long before the
+	// server's read timeout. Zero: only the read timeout applies.
+	BodyIdleTimeout time.Duration
 
 	// AckStatus is the status of a successful answer: 200 when the sink
 	// waits for durability (ack=kafka, ack=spool), 202 when it only enqueues.
@@ -76,6 +85,7 @@ func DefaultConfig() Config {
 		MaxDecompressedBytes: 8 << 20,
 		Limits:               event.DefaultLimits,
 		MaxInflightBytes:     64 << 20,
+		BodyIdleTimeout:      5 * time.Second,
 		AckStatus:            200,
 		WriteTimeout:         10 * time.Second,
 		RetryAfter:           2 * time.Second,
@@ -100,6 +110,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("ingest: ack status %d: want 200 or 202", c.AckStatus)
 	case c.WriteTimeout <= 0:
 		return errors.New("ingest: write timeout must be positive")
+	case c.BodyIdleTimeout < 0:
+		return errors.New("ingest: body idle timeout must not be negative")
 	}
 	for _, o := range c.AllowedOrigins {
 		if o != "*" && !strings.Contains(o, "://") {
@@ -107,6 +119,13 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// connShare is what the requests of one connection may hold of the
+// in-flight budget: a quarter of it, but at least one request of the
+// largest size (its body as sent and decompressed, held at once).
+func (c Config) connShare() int64 {
+	return max(c.MaxInflightBytes/membudget.ConnShareDivisor, c.MaxBodyBytes+c.MaxDecompressedBytes)
 }
 
 func (c Config) deadLetterTopic() string {

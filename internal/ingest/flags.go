@@ -15,6 +15,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	cliflag.Bytes(fs, &c.MaxDecompressedBytes, "max-decompressed-bytes", "largest request body after gzip/zstd decompression (413 past it)")
 	fs.IntVar(&c.MaxEvents, "max-events", c.MaxEvents, "most events in one request (413 past it)")
 	cliflag.Bytes(fs, &c.MaxInflightBytes, "max-inflight-bytes", "request bodies held in memory at once, across all requests (503 past it)")
+	fs.DurationVar(&c.BodyIdleTimeout, "body-idle-timeout", c.BodyIdleTimeout, "a request body that sends no byte for this long is answered 408 and gives back its memory (0: only --read-timeout)")
 	cliflag.Bytes(fs, &c.MaxEventBytes, "max-event-bytes", "largest event (rejected and dead-lettered past it)")
 	fs.DurationVar(&c.WriteTimeout, "produce-timeout", c.WriteTimeout, "how long a request waits for Kafka's acknowledgement (ack=kafka) or the spool (ack=spool) before 503")
 	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "Retry-After sent with 503 answers")

@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -15,10 +16,12 @@ import (
 var gif = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 
 // servePixel answers GET /i: the event comes from the query, either as
-// fields (e=name, id=, uid=, anon_id=, ts=, p.<key>=, c.<key>=) or as
-// data=<base64url JSON event>. It always answers the GIF, also for an
-// invalid event (which is dead-lettered and counted), so that a page never
-// shows a broken image; 503 when the event could not be stored.
+// fields (e= or event= for the name, id=, uid=, anon_id=, ts=, p.<key>=,
+// c.<key>=) or as data=<base64url JSON event>. It always answers the GIF,
+// also for an invalid event (which is dead-lettered and counted), so that a
+// page never shows a broken image; 503 when the event could not be stored.
+// HEAD answers the GIF's headers and records nothing: link checkers and
+// prefetchers send it, not pages.
 func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "image/gif")
@@ -26,9 +29,13 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	h.Set("Pragma", "no-cache")
 	h.Set("Expires", "0")
 	h.Set("Content-Length", strconv.Itoa(len(gif)))
+	if r.Method == http.MethodHead {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 
 	meta := s.meta(r)
-	raw, bad := pixelEvent(r.URL.Query())
+	raw, bad := pixelEvent(r.URL.RawQuery)
 	var rec event.Record
 	if bad != nil {
 		rec = s.deadLetter(raw, bad, meta)
@@ -45,25 +52,21 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	}
 	s.count(accepted, recs)
 	w.WriteHeader(http.StatusOK)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(gif)
-	}
+	_, _ = w.Write(gif)
 }
 
 // writePixel is write for the pixel: on failure it still answers an image,
 // with the pixel's headers and write's Retry-After.
 func (s *Server) writePixel(w http.ResponseWriter, r *http.Request, recs []event.Record) bool {
 	failed := &pixelFailure{header: http.Header{}}
-	if s.write(failed, r, recs) {
+	if s.write(failed, detached(r), recs) {
 		return true
 	}
 	if ra := failed.header.Get("Retry-After"); ra != "" {
 		w.Header().Set("Retry-After", ra)
 	}
 	w.WriteHeader(http.StatusServiceUnavailable)
-	if r.Method != http.MethodHead {
-		_, _ = w.Write(gif)
-	}
+	_, _ = w.Write(gif)
 	return false
 }
 
@@ -77,8 +80,19 @@ func (p *pixelFailure) WriteHeader(int)             {}
 
 // pixelEvent builds the raw JSON event from a pixel's query, so that pixel
 // events go through the same validation as posted ones.
-// A data= that is not base64 is returned as sent, with the reason.
-func pixelEvent(q url.Values) ([]byte, *event.Invalid) {
+// A data= that is not base64 is returned as sent, with the reason; so is a
+// query that says one thing twice (e= and event=, or a field repeated),
+// which would otherwise be read one way or the other at random.
+func pixelEvent(rawQuery string) ([]byte, *event.Invalid) {
+	q, _ := url.ParseQuery(rawQuery) // as r.URL.Query: a broken pair is dropped
+	if _, ok := q["e"]; ok && q.Has("event") {
+		return []byte(rawQuery), &event.Invalid{Reason: event.ReasonBadField, Msg: "both e= and event= name the event; send one"}
+	}
+	for k, vs := range q {
+		if len(vs) > 1 && pixelField(k) {
+			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonBadField, Msg: fmt.Sprintf("%s= is given %d times; send it once", k, len(vs))}
+		}
+	}
 	if d := q.Get("data"); d != "" {
 		t := strings.TrimRight(d, "=")
 		if b, err := base64.RawURLEncoding.DecodeString(t); err == nil {
@@ -123,4 +137,14 @@ func pixelEvent(q url.Values) ([]byte, *event.Invalid) {
 	}
 	b, _ := json.Marshal(ev)
 	return b, nil
+}
+
+// pixelField reports whether query parameter k carries part of the event
+// (others, such as cache busters, are ignored).
+func pixelField(k string) bool {
+	switch k {
+	case "e", "event", "id", "uid", "anon_id", "ts", "data":
+		return true
+	}
+	return strings.HasPrefix(k, "p.") || strings.HasPrefix(k, "c.")
 }

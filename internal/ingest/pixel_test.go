@@ -56,16 +56,25 @@ func TestPixel(t *testing.T) {
 		{name: "id as key", target: "/i?e=pv&id=i2", topic: "events", key: "i2", value: `{"event":"pv","id":"i2"}`},
 		{name: "ts as RFC 3339", target: "/i?e=pv&uid=u&ts=2026-01-01T00:00:00Z",
 			topic: "events", key: "u", value: `{"event":"pv","uid":"u","ts":"2026-01-01T00:00:00Z"}`},
-		{name: "first of repeated parameters", target: "/i?e=one&e=two&uid=u", topic: "events", key: "u", value: `{"event":"one","uid":"u"}`},
+		{name: "repeated cache buster", target: "/i?e=one&cb=1&cb=2&uid=u", topic: "events", key: "u", value: `{"event":"one","uid":"u"}`},
 		{name: "data base64url", target: "/i.gif?data=" + b64(`{"event":"pixel_data","anon_id":"d1","props":{"a":[1,2],"q":"?&/"}}`),
 			topic: "events", key: "d1", value: `{"event":"pixel_data","anon_id":"d1","props":{"a":[1,2],"q":"?&/"}}`},
 		{name: "data padded std base64", target: "/i?data=" + url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(`{"event":"std>>?","uid":"s"}`))),
 			topic: "events", key: "s", value: `{"event":"std>>?","uid":"s"}`},
-		{name: "HEAD", method: "HEAD", target: "/i?e=head&uid=h", topic: "events", key: "h", value: `{"event":"head","uid":"h"}`},
 		{name: "no event name", target: "/i?uid=no-name", topic: "events.invalid", value: `{"uid":"no-name"}`,
 			reason: event.ReasonMissingEvent, msg: `"event" is required: a non-empty string naming the event`},
 		{name: "bad ts", target: "/i?e=pv&ts=yesterday", topic: "events.invalid", value: `{"event":"pv","ts":"yesterday"}`,
 			reason: event.ReasonBadField, msg: `"ts" "yesterday" is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)`},
+		// A query that says one thing twice is no event (it was read one
+		// way or the other, in map order).
+		{name: "e= and event=", target: "/i?e=one&event=two", topic: "events.invalid", value: "e=one&event=two",
+			reason: event.ReasonBadField, msg: "both e= and event= name the event; send one"},
+		{name: "e= twice", target: "/i?e=one&e=two", topic: "events.invalid", value: "e=one&e=two",
+			reason: event.ReasonBadField, msg: "e= is given 2 times; send it once"},
+		{name: "prop twice", target: "/i?e=one&p.k=1&p.k=2", topic: "events.invalid", value: "e=one&p.k=1&p.k=2",
+			reason: event.ReasonBadField, msg: "p.k= is given 2 times"},
+		{name: "ts seconds", target: "/i?e=pv&ts=1767225600", topic: "events.invalid", value: `{"event":"pv","ts":1767225600}`,
+			reason: event.ReasonBadField, msg: "it looks like seconds; send milliseconds"},
 		{name: "data not base64", target: "/i?data=!!!", topic: "events.invalid", value: "!!!",
 			reason: event.ReasonMalformed, msg: "data= is not base64url-encoded JSON"},
 		{name: "data not JSON", target: "/i?data=" + b64(`{"event":`), topic: "events.invalid", value: `{"event":`,
@@ -116,25 +125,37 @@ func TestPixel(t *testing.T) {
 	}
 }
 
+// TestPixelHead: HEAD answers the GIF's headers and records nothing (it
+// recorded an event, as GET does).
+func TestPixelHead(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.sink.setFail(failFull) // not even asked
+	for _, target := range []string{"/i?e=head&uid=h", "/i.gif?uid=no-name"} {
+		checkGIF(t, h.do(t, "HEAD", target, nil), http.StatusOK, true)
+	}
+	if n := len(h.sink.calls()); n != 0 {
+		t.Fatalf("HEAD wrote %d times to the sink, want none", n)
+	}
+}
+
 // TestPixelSinkFails: a pixel whose event could not be stored is still an
 // image, with 503 and Retry-After; an invalid one too.
 func TestPixelSinkFails(t *testing.T) {
 	t.Parallel()
 	for _, target := range []string{"/i?e=pv", "/i.gif?uid=no-name"} {
-		for _, method := range []string{"GET", "HEAD"} {
-			t.Run(method+target, func(t *testing.T) {
-				t.Parallel()
-				h := newHarness(t, nil)
-				h.sink.setFail(failFull)
-				r := h.do(t, method, target, nil)
-				checkGIF(t, r, http.StatusServiceUnavailable, method == "HEAD")
-				if r.header.Get("Retry-After") != "2" {
-					t.Errorf("Retry-After %q, want 2", r.header.Get("Retry-After"))
-				}
-				if got := h.sinkErrors("full"); got != 1 {
-					t.Errorf("inlet_sink_errors_total{kind=full} %v, want 1", got)
-				}
-			})
-		}
+		t.Run(target, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, nil)
+			h.sink.setFail(failFull)
+			r := h.do(t, "GET", target, nil)
+			checkGIF(t, r, http.StatusServiceUnavailable, false)
+			if r.header.Get("Retry-After") != "2" {
+				t.Errorf("Retry-After %q, want 2", r.header.Get("Retry-After"))
+			}
+			if got := h.sinkErrors("full"); got != 1 {
+				t.Errorf("inlet_sink_errors_total{kind=full} %v, want 1", got)
+			}
+		})
 	}
 }

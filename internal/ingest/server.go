@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,9 @@ type Server struct {
 	origins map[string]bool
 	now     func() time.Time
 	budget  *membudget.Budget
+	// inflate holds a token per decompression running, at most one per CPU.
+	inflate chan struct{}
+	zstd    *sync.Pool // *zstd.Decoder, bounded by the config
 	// sinkWarn logs failed sink writes once per sinkWarnEvery, with a count.
 	sinkWarn *ratelog.Limiter
 }
@@ -45,7 +49,9 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer) (*S
 		return nil, err
 	}
 	s := &Server{cfg: cfg, sink: sink, log: log, metrics: NewMetrics(reg), origins: map[string]bool{}, now: time.Now,
-		budget:   membudget.New(cfg.MaxInflightBytes),
+		budget:   membudget.NewShared(cfg.MaxInflightBytes, cfg.connShare()),
+		inflate:  make(chan struct{}, runtime.GOMAXPROCS(0)),
+		zstd:     newZstdPool(cfg.MaxDecompressedBytes),
 		sinkWarn: ratelog.New(log, slog.LevelWarn, "sink write failed", sinkWarnEvery)}
 	for _, o := range cfg.AllowedOrigins {
 		if o == "*" {
@@ -213,15 +219,15 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		s.writeError(w, herr)
 		return
 	}
-	var taken int64
-	defer func() { s.budget.Release(taken) }()
-	buf, herr := s.readBody(w, r, &taken)
+	hold := &membudget.Hold{B: s.budget, Conn: membudget.ConnFrom(r.Context())}
+	defer hold.Release()
+	body, herr := s.readBody(w, r, hold)
 	if herr != nil {
 		s.writeError(w, herr)
 		return
 	}
-	defer putBuf(buf)
-	items, err := event.Split(buf.Bytes(), f, s.cfg.MaxEvents)
+	defer putBuf(body)
+	items, err := event.Split(body, f, s.cfg.MaxEvents)
 	if err != nil {
 		s.writeError(w, bodyError(err))
 		return
@@ -238,7 +244,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		}
 		recs = append(recs, rec)
 	}
-	if !s.write(w, r, recs) {
+	if !s.write(w, detached(r), recs) {
 		return
 	}
 	s.count(ans.Accepted, recs)
@@ -254,7 +260,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 // (Parse decodes into fresh values, Record encodes into a fresh buffer,
 // deadLetter copies), so the sink may keep it (see Sink).
 func (s *Server) build(raw []byte, meta event.Meta) (event.Record, *event.Invalid) {
-	e, bad := event.Parse(raw, s.cfg.MaxEventBytes)
+	e, bad := event.ParseAt(raw, s.cfg.MaxEventBytes, meta.ReceivedAt)
 	if bad != nil {
 		return s.deadLetter(raw, bad, meta), bad
 	}
@@ -328,6 +334,16 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Reco
 	herr.retry = status == http.StatusServiceUnavailable
 	s.writeError(w, herr)
 	return false
+}
+
+// detached is r with a context that the client going away does not cancel,
+// for the sink write: a sink that took the records stores them even if its
+// Write is cancelled, so the answer must say what happened to them (200
+// once stored), not that the client went away. A client that shuts its
+// write side but still reads (a half-close) ends the request's context in
+// net/http. The write stays bounded by WriteTimeout.
+func detached(r *http.Request) *http.Request {
+	return r.WithContext(context.WithoutCancel(r.Context()))
 }
 
 // meta is what the server knows about the request.
