@@ -104,6 +104,8 @@ type Forwarder struct {
 	metrics *Metrics
 	// afterFunc starts the stall timer: time.AfterFunc, or a test's seam.
 	afterFunc func(d time.Duration, fn func()) (stop func() bool)
+	// stateHook, a test's seam, sees each new state; f.mu is held.
+	stateHook func(string)
 
 	retryLog, recoverLog, readLog, ackLog, poisonLog, parkLog *ratelog.Limiter
 
@@ -213,6 +215,9 @@ func (f *Forwarder) update() {
 		return
 	}
 	f.state.Store(st)
+	if f.stateHook != nil {
+		f.stateHook(st)
+	}
 	for _, s := range states {
 		v := 0.0
 		if s == st {
@@ -278,7 +283,6 @@ func (f *Forwarder) run() {
 				continue // the next epoch returns at once after Stop
 			}
 		}
-		f.attempts++
 		backoff := f.cfg.MaxBackoff
 		var (
 			re *readError
@@ -295,6 +299,7 @@ func (f *Forwarder) run() {
 			f.readLog.Log("err", err)
 			f.setStuck()
 		default:
+			f.attempts++
 			f.metrics.ForwardErrors.Inc()
 			backoff = f.cfg.MinBackoff // doubling per failure, up to MaxBackoff
 			for i := 1; i < f.attempts && backoff < f.cfg.MaxBackoff; i++ {
