@@ -69,14 +69,14 @@ type ForwarderConfig struct {
 	// those is handed to Poison, and delivery goes on after it. Nil: every
 	// error is retried.
 	Permanent func(error) bool
-	// Poison, if set, hands rec, refused for good with err, to a dead-letter
-	// path (e.g. a dead-letter topic) and returns once it is there. If it
-	// fails with an error Permanent accepts, or is nil, rec is parked in
-	// the spool's parked/ file (inlet_spool_parked_records_total); a
-	// transient error is retried like a failed window. It is called from
-	// the forwarder's goroutine, one record at a time, and must return
-	// once ctx is done.
-	Poison func(ctx context.Context, rec event.Record, err error) error
+	// Poison, if set, hands e's record, refused for good with err, to a
+	// dead-letter path (e.g. a dead-letter topic) and returns once it is
+	// there. If it fails with an error Permanent accepts, or is nil, the
+	// record is parked in the spool's parked/ file
+	// (inlet_spool_parked_records_total); a transient error is retried like
+	// a failed window. It is called from the forwarder's goroutine, one
+	// record at a time, and must return once ctx is done.
+	Poison func(ctx context.Context, e Entry, err error) error
 }
 
 // DefaultForwarderConfig returns the documented defaults.
@@ -433,7 +433,7 @@ func (f *Forwarder) produceOne(rec event.Record) error {
 func (f *Forwarder) poison(e Entry, cause error) error {
 	reason := cause.Error()
 	if f.cfg.Poison != nil {
-		perr := f.cfg.Poison(f.runCtx, e.Record, cause)
+		perr := f.cfg.Poison(f.runCtx, e, cause)
 		if perr == nil {
 			f.poisonLog.Log("topic", e.Record.Topic, "event_id", e.Record.EventID, "seq", e.Seq, "err", cause)
 			return nil

@@ -63,6 +63,7 @@ func (s *Spool) park(rec event.Record, at time.Time, reason string) error {
 		}
 		return fmt.Errorf("spool: parking a record: %w", err)
 	}
+	s.parkedN.Add(1)
 	s.metrics.Parked.Inc()
 	return nil
 }

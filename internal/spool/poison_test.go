@@ -134,6 +134,9 @@ func TestForwarderGivesUpWhatItCannotRead(t *testing.T) {
 			if lost := loggedLost(logs); lost != len(hit) || metricValue(t, m, "inlet_spool_quarantined_records_total") != float64(len(hit)) {
 				t.Fatalf("logged %d records lost, counted %v, want %d\n%s", lost, metricValue(t, m, "inlet_spool_quarantined_records_total"), len(hit), logs)
 			}
+			if st := s.Stats(); st.Quarantined != uint64(len(hit)) {
+				t.Fatalf("stats %+v, want %d quarantined", st, len(hit))
+			}
 			if st := f.State(); st == StateStuck || slices.Contains(seen(), StateStuck+" with no age") {
 				t.Fatalf("state %s after giving the records up; states %v", st, seen())
 			}
@@ -225,12 +228,13 @@ func TestForwarderPoisonRecords(t *testing.T) {
 		name string
 		// poison is the Poison hook (nil: none); it appends what it took
 		// to took.
-		poison func(took *[]string, mu *sync.Mutex) func(context.Context, event.Record, error) error
+		poison func(took *[]string, mu *sync.Mutex) func(context.Context, Entry, error) error
 		dead   []string // taken by Poison
 		parked []string
 	}{
-		{"to the dead-letter path", func(took *[]string, mu *sync.Mutex) func(context.Context, event.Record, error) error {
-			return func(_ context.Context, r event.Record, err error) error {
+		{"to the dead-letter path", func(took *[]string, mu *sync.Mutex) func(context.Context, Entry, error) error {
+			return func(_ context.Context, e Entry, err error) error {
+				r := e.Record
 				if !permanent(err) {
 					return fmt.Errorf("poison called with %v", err)
 				}
@@ -240,8 +244,9 @@ func TestForwarderPoisonRecords(t *testing.T) {
 				return nil
 			}
 		}, poisonIDs, nil},
-		{"the dead-letter path refuses one for good: parked", func(took *[]string, mu *sync.Mutex) func(context.Context, event.Record, error) error {
-			return func(_ context.Context, r event.Record, err error) error {
+		{"the dead-letter path refuses one for good: parked", func(took *[]string, mu *sync.Mutex) func(context.Context, Entry, error) error {
+			return func(_ context.Context, e Entry, err error) error {
+				r := e.Record
 				if r.EventID == "r006" {
 					return fmt.Errorf("dead letter: %w", errTooLarge)
 				}
@@ -251,9 +256,10 @@ func TestForwarderPoisonRecords(t *testing.T) {
 				return nil
 			}
 		}, []string{"r005", "r021"}, []string{"r006"}},
-		{"the dead-letter path fails once, then takes it", func(took *[]string, mu *sync.Mutex) func(context.Context, event.Record, error) error {
+		{"the dead-letter path fails once, then takes it", func(took *[]string, mu *sync.Mutex) func(context.Context, Entry, error) error {
 			failed := false
-			return func(_ context.Context, r event.Record, err error) error {
+			return func(_ context.Context, e Entry, err error) error {
+				r := e.Record
 				mu.Lock()
 				defer mu.Unlock()
 				if !failed {
@@ -319,7 +325,7 @@ func TestForwarderPoisonRecords(t *testing.T) {
 			if !slices.Equal(parked, tc.parked) {
 				t.Fatalf("parked %v, want %v", parked, tc.parked)
 			}
-			if n := metricValue(t, m, "inlet_spool_parked_records_total"); n != float64(len(tc.parked)) {
+			if n := metricValue(t, m, "inlet_spool_parked_records_total"); n != float64(len(tc.parked)) || s.Stats().Parked != uint64(len(tc.parked)) {
 				t.Fatalf("parked metric %v, want %d", n, len(tc.parked))
 			}
 			if len(tc.parked) > 0 && logs.Count("parked them") < 1 {

@@ -167,14 +167,14 @@ func (s *Spool) skipDamaged(p Pos, cause error) (Pos, uint64, error) {
 			s.bytes -= seg.size
 		}
 		s.mu.Unlock()
-		s.metrics.Quarantined.Add(float64(restLost))
+		s.lose(restLost)
 		s.log.Error("spool: a segment is gone from disk; its records cannot be sent, delivery goes on after it",
 			"segment", name, "records_lost", restLost, "reason", cause)
 		return toEnd, restLost, nil
 	}
 	if err != nil {
 		// Unreadable, not damaged: nothing to resync on.
-		s.metrics.Quarantined.Add(float64(restLost))
+		s.lose(restLost)
 		s.log.Error("spool: a segment cannot be read; its records from here on cannot be sent, delivery goes on after it",
 			"segment", name, "offset", p.Off, "records_lost", restLost, "reason", cause, "err", err)
 		return toEnd, restLost, nil
@@ -196,7 +196,7 @@ func (s *Spool) skipDamaged(p Pos, cause error) (Pos, uint64, error) {
 		}
 	}
 	s.metrics.Recovered.Inc()
-	s.metrics.Quarantined.Add(float64(lost))
+	s.lose(lost)
 	s.log.Error("spool: a damaged frame cannot be sent; giving it up, delivery goes on after it",
 		"segment", name, "offset", p.Off, "records_lost", lost, "resume_offset", next.Off, "quarantined", filepath.Base(q), "reason", cause)
 	return next, lost, nil
@@ -214,4 +214,10 @@ func (s *Spool) readSegment(path string, n int64) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// lose counts n records given up.
+func (s *Spool) lose(n uint64) {
+	s.quarantined.Add(n)
+	s.metrics.Quarantined.Add(float64(n))
 }

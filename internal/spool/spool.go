@@ -28,6 +28,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -154,6 +155,8 @@ type Spool struct {
 	// record is parked.
 	parkMu sync.Mutex
 	parked File
+
+	quarantined, parkedN atomic.Uint64 // for Stats
 
 	// ackMu serializes Ack and the cursor write of Close: the cursor file
 	// and the deletion of delivered segments. It is taken before mu.
@@ -418,7 +421,7 @@ func (s *Spool) repair(f File, seg *segment, full int64, why error, sc *scanned)
 		return fmt.Errorf("spool: %w", err)
 	}
 	s.metrics.Recovered.Inc()
-	s.metrics.Quarantined.Add(float64(lost))
+	s.lose(lost)
 	if ranges == 0 {
 		s.log.Error("spool: corrupt or torn segment tail; cutting it at the last good record",
 			"segment", name, "good_records", seg.count, "records_lost", lost, "good_bytes", seg.size,
@@ -771,6 +774,12 @@ type Stats struct {
 	Segments    int    // files
 	Unforwarded uint64 // records not yet acknowledged by Kafka
 	Failed      string // why the spool stopped writing, if it did
+	// Quarantined counts the records given up since Open because their
+	// frames were damaged or their segment was gone (see .corrupt files).
+	Quarantined uint64
+	// Parked counts the records Kafka refused for good, and the
+	// dead-letter path too, written to parked/ since Open.
+	Parked uint64
 }
 
 // Stats returns a snapshot of the spool's state.
@@ -781,6 +790,7 @@ func (s *Spool) Stats() Stats {
 	if s.failed != nil {
 		st.Failed = s.failed.Error()
 	}
+	st.Quarantined, st.Parked = s.quarantined.Load(), s.parkedN.Load()
 	return st
 }
 
