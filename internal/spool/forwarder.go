@@ -74,7 +74,8 @@ type ForwarderConfig struct {
 	// there. If it fails with an error Permanent accepts, or is nil, the
 	// record is parked in the spool's parked/ file
 	// (inlet_spool_parked_records_total); a transient error is retried like
-	// a failed window. It is called from the forwarder's goroutine, one
+	// a failed window, and the record parked at the QuarantineAfter-th in a
+	// row. It is called from the forwarder's goroutine, one
 	// record at a time, and must return once ctx is done.
 	Poison func(ctx context.Context, e Entry, err error) error
 }
@@ -120,8 +121,12 @@ type Forwarder struct {
 	// readFails counts the failures in a row to read at readAt; run's alone.
 	readFails int
 	readAt    Pos
-	stuckAt   time.Time    // when reading at readAt first failed; run's alone
-	lastAt    atomic.Int64 // unix ns appended-at of the last record read
+	stuckAt   time.Time // when reading at readAt first failed; run's alone
+	// poisonFails counts Poison's transient failures in a row for the
+	// record poisonSeq; run's alone.
+	poisonSeq   uint64
+	poisonFails int
+	lastAt      atomic.Int64 // unix ns appended-at of the last record read
 
 	state  atomic.Value // string; written with mu held
 	oldest atomic.Int64 // unix ns of the oldest record in flight; 0 when none; written with mu held
@@ -438,10 +443,22 @@ func (f *Forwarder) poison(e Entry, cause error) error {
 			f.poisonLog.Log("topic", e.Record.Topic, "event_id", e.Record.EventID, "seq", e.Seq, "err", cause)
 			return nil
 		}
-		if f.runCtx.Err() != nil || !f.cfg.Permanent(perr) {
-			return fmt.Errorf("handing a record kafka refused for good (%w) to the dead-letter path: %w", cause, perr)
+		if f.runCtx.Err() != nil {
+			return perr
 		}
-		reason = fmt.Sprintf("%v; the dead-letter path refused it too: %v", cause, perr)
+		if !f.cfg.Permanent(perr) {
+			// Retried, but not for ever: a dead-letter topic that is
+			// missing must not block what follows.
+			if f.poisonSeq != e.Seq {
+				f.poisonSeq, f.poisonFails = e.Seq, 0
+			}
+			if f.poisonFails++; f.poisonFails < max(f.cfg.QuarantineAfter, 1) {
+				return fmt.Errorf("handing a record kafka refused for good (%w) to the dead-letter path: %w", cause, perr)
+			}
+			reason = fmt.Sprintf("%v; the dead-letter path failed %d times: %v", cause, f.poisonFails, perr)
+		} else {
+			reason = fmt.Sprintf("%v; the dead-letter path refused it too: %v", cause, perr)
+		}
 	}
 	if err := f.s.park(e.Record, e.AppendedAt, reason); err != nil {
 		return &parkError{err}

@@ -270,6 +270,17 @@ func TestForwarderPoisonRecords(t *testing.T) {
 				return nil
 			}
 		}, poisonIDs, nil},
+		{"the dead-letter path keeps failing: parked after QuarantineAfter tries", func(took *[]string, mu *sync.Mutex) func(context.Context, Entry, error) error {
+			return func(_ context.Context, e Entry, err error) error {
+				if e.Record.EventID == "r021" {
+					return errors.New("UNKNOWN_TOPIC_OR_PARTITION")
+				}
+				mu.Lock()
+				*took = append(*took, e.Record.EventID)
+				mu.Unlock()
+				return nil
+			}
+		}, []string{"r005", "r006"}, []string{"r021"}},
 		{"no dead-letter path: parked", nil, nil, poisonIDs},
 	}
 	for _, tc := range cases {
