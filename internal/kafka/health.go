@@ -3,6 +3,7 @@ package kafka
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,9 +36,10 @@ func (p *Producer) Health() Health {
 // produce paths) and asks for a purge of a topic whose records fail with
 // UNKNOWN_TOPIC_ID.
 type health struct {
-	p  *Producer
-	mu sync.Mutex
-	h  Health
+	p       *Producer
+	failing atomic.Bool // h.Failing > 0: successes skip mu while it is false
+	mu      sync.Mutex
+	h       Health
 }
 
 var _ kgo.HookProduceRecordUnbuffered = (*health)(nil)
@@ -51,13 +53,18 @@ func (hc *health) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	if err != nil && (IsPermanent(err) || errors.Is(err, kgo.ErrMaxBuffered) || errors.Is(err, kgo.ErrClientClosed)) {
 		return
 	}
+	if err == nil && !hc.failing.Load() {
+		return // the common case, without a lock
+	}
 	now := time.Now()
 	hc.mu.Lock()
 	defer hc.mu.Unlock()
 	if err == nil {
 		hc.h = Health{}
+		hc.failing.Store(false)
 		return
 	}
+	hc.failing.Store(true)
 	if hc.h.Failing == 0 {
 		hc.h.Since = now
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -25,52 +24,6 @@ func realBrokers(tb testing.TB) []string {
 	return testkit.Brokers(tb)
 }
 
-// newAdmin is an admin client on brokers, closed at the end of the test.
-func newAdmin(tb testing.TB, brokers []string) *kadm.Client {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(cl.Close)
-	return kadm.NewClient(cl)
-}
-
-// topicID is topic's ID, or zero when there is no such topic.
-func topicID(tb testing.TB, adm *kadm.Client, topic string) kadm.TopicID {
-	tb.Helper()
-	d, err := adm.ListTopics(ctxFor(tb, 5*time.Second), topic)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if td, ok := d[topic]; ok && td.Err == nil {
-		return td.ID
-	}
-	return kadm.TopicID{}
-}
-
-// recreate deletes topic and creates it again, with a new ID. A producer's
-// metadata request may create it again first (auto-creation): that is a
-// recreation too.
-func recreate(tb testing.TB, adm *kadm.Client, topic string) {
-	tb.Helper()
-	old := topicID(tb, adm, topic)
-	if _, err := adm.DeleteTopic(ctxFor(tb, 20*time.Second), topic); err != nil {
-		tb.Fatal(err)
-	}
-	testkit.WaitFor(tb, 20*time.Second, "topic recreated with a new ID", func() bool {
-		id := topicID(tb, adm, topic)
-		if id == (kadm.TopicID{}) {
-			r, err := adm.CreateTopic(ctxFor(tb, 20*time.Second), 1, 1, nil, topic)
-			if err == nil && r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
-				tb.Logf("creating topic %s again: %v", topic, r.Err)
-			}
-			return false
-		}
-		return id != old
-	})
-}
-
 // TestTopicRecreated: after the topic a producer produced to is deleted and
 // created again (a new topic ID), produces fail with UNKNOWN_TOPIC_ID, the
 // producer forgets the topic, and produces succeed again within a bound,
@@ -79,7 +32,6 @@ func recreate(tb testing.TB, adm *kadm.Client, topic string) {
 func TestTopicRecreated(t *testing.T) {
 	t.Parallel()
 	brokers := realBrokers(t)
-	adm := newAdmin(t, brokers)
 	topic := testkit.Unique(t, "recreated-")
 	testkit.CreateTopic(t, brokers, topic, 1, nil)
 	log, buf := testkit.NewLogBuffer()
@@ -95,7 +47,7 @@ func TestTopicRecreated(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	recreate(t, adm, topic)
+	testkit.RecreateTopic(t, brokers, topic)
 
 	start := time.Now()
 	var sawUnknownID bool

@@ -15,6 +15,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/devbroker"
@@ -518,4 +520,48 @@ func CreateTopic(tb testing.TB, brokers []string, topic string, partitions int32
 	if err != nil {
 		tb.Fatalf("creating topic %s: %v", topic, err)
 	}
+}
+
+// RecreateTopic deletes topic and waits until it exists again with a new
+// ID (a topic of one partition), creating it if need be: a client's
+// metadata request may have created it first (auto-creation), which is a
+// recreation too. The development broker has no topic IDs: do not call it
+// there.
+func RecreateTopic(tb testing.TB, brokers []string, topic string) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	id := func() kadm.TopicID {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d, err := adm.ListTopics(ctx, topic)
+		if err != nil {
+			tb.Fatalf("listing topic %s: %v", topic, err)
+		}
+		if td, ok := d[topic]; ok && td.Err == nil {
+			return td.ID
+		}
+		return kadm.TopicID{}
+	}
+	old := id()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := adm.DeleteTopic(ctx, topic); err != nil {
+		tb.Fatalf("deleting topic %s: %v", topic, err)
+	}
+	WaitFor(tb, 20*time.Second, "topic "+topic+" recreated with a new ID", func() bool {
+		now := id()
+		if now == (kadm.TopicID{}) {
+			r, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
+			if err == nil && r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+				tb.Logf("creating topic %s again: %v", topic, r.Err)
+			}
+			return false
+		}
+		return now != old
+	})
 }

@@ -1,0 +1,72 @@
+package gateway_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/gateway"
+	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/testkit"
+)
+
+// TestTopicRecreatedWhileRunning: the events topic deleted and created
+// again under a running gateway (a new topic ID, which franz-go refuses
+// until the topic is purged from the client) costs at most some 503s with
+// ack=kafka, and with ack=spool a delay: within a bound, without a
+// restart, the gateway acknowledges again and every event acknowledged
+// after the recreation is in the new topic.
+func TestTopicRecreatedWhileRunning(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("INLET_TEST_BROKERS") == "" {
+		t.Skip("needs a real Kafka (INLET_TEST_BROKERS): the development broker has no topic IDs")
+	}
+	for _, ack := range []string{gateway.AckKafka, gateway.AckSpool} {
+		t.Run(ack, func(t *testing.T) {
+			t.Parallel()
+			brokers := testkit.Brokers(t)
+			topic := testkit.Unique(t, "recreated-")
+			testkit.CreateTopic(t, brokers, topic, 1, nil)
+			cfg := gatewaytest.Config(t, brokers, topic)
+			cfg.Ack = ack
+			cfg.Ingest.WriteTimeout = 5 * time.Second
+			g := gatewaytest.Start(t, cfg)
+			gatewaytest.Ready(t, g, 20*time.Second)
+			base := "http://" + g.Addr()
+			post := func(name string) testkit.Response {
+				return testkit.Do(t, "POST", base+"/v1/batch", testkit.Batch(2, name, testkit.JSONArray), "Content-Type", "application/json")
+			}
+			if r := post("before"); r.Status != 200 {
+				t.Fatalf("before: %s", r)
+			}
+			if ack == gateway.AckSpool { // forwarded before the topic goes
+				testkit.ConsumeN(t, brokers, topic, 2, 0)
+			}
+
+			testkit.RecreateTopic(t, brokers, topic)
+			start := time.Now()
+			acked, refused := 0, 0
+			for i := 0; acked < 10; i++ {
+				r := post(fmt.Sprintf("after%d-", i))
+				switch {
+				case r.Status == 200:
+					acked += 2
+				case r.Status == 503 && ack == gateway.AckKafka:
+					refused++
+				default:
+					t.Fatalf("after the recreation: %s", r)
+				}
+				if time.Since(start) > 15*time.Second {
+					t.Fatalf("still refusing %v after the topic was recreated: %s", time.Since(start), r)
+				}
+				if r.Status != 200 {
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+			got := testkit.ConsumeN(t, brokers, topic, acked, 500*time.Millisecond)
+			t.Logf("%d events acknowledged after the recreation (%d requests refused before that) are in the new topic %v after it",
+				len(got), refused, time.Since(start))
+		})
+	}
+}
