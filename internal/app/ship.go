@@ -1,0 +1,629 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/inlet-dev/inlet/client"
+	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/logship"
+)
+
+// ShipConfig configures `inlet ship`: lines of stdin or of a followed
+// file, each sent as an event to inlet (Target) or straight to Kafka
+// (Brokers, Topic), at-least-once.
+type ShipConfig struct {
+	Target  string   // inlet's base URL; empty: Kafka
+	Brokers []string // with no Target
+	Topic   string
+	Format  string // raw, json or logfmt
+	Event   string // the events' name
+	Key     string // anon_id of every event (inlet keys records by it: one partition, in order)
+	File    string // follow this file like tail -F; empty: stdin
+	// Checkpoint is where the position in File is kept (default File + ".ship-pos").
+	Checkpoint  string
+	Poll        time.Duration // how often a followed file is checked at its end
+	BatchSize   int
+	Linger      time.Duration
+	SendTimeout time.Duration
+	StopTimeout time.Duration // on interrupt, how long the last batch may take
+	BearerToken string
+	log         logConfig
+}
+
+// Validate reports the first invalid setting.
+func (c ShipConfig) Validate() error {
+	switch {
+	case c.Target != "" && !strings.HasPrefix(c.Target, "http://") && !strings.HasPrefix(c.Target, "https://"):
+		return fmt.Errorf("ship: --target %q: want http:// or https://", c.Target)
+	case c.Target == "" && (len(c.Brokers) == 0 || c.Topic == ""):
+		return errors.New("ship: give --target URL, or --brokers and --topic")
+	case c.Format != "raw" && c.Format != "json" && c.Format != "logfmt":
+		return fmt.Errorf("ship: --format %q: want raw, json or logfmt", c.Format)
+	case c.Event == "":
+		return errors.New("ship: --event must not be empty")
+	case c.BatchSize <= 0 || c.BatchSize > 500:
+		return errors.New("ship: --batch-size must be in 1..500 (inlet's --max-events)")
+	case c.Poll <= 0 || c.SendTimeout <= 0 || c.StopTimeout <= 0 || c.Linger < 0:
+		return errors.New("ship: --poll, --send-timeout and --stop-timeout must be positive")
+	}
+	return nil
+}
+
+// ParseShip parses `inlet ship` arguments and environment into a config.
+func ParseShip(args []string, env Env) (ShipConfig, error) {
+	host, _ := os.Hostname()
+	cfg := ShipConfig{Brokers: []string{"127.0.0.1:9092"}, Topic: "logs", Format: "raw", Event: "log",
+		Poll: 200 * time.Millisecond, BatchSize: 500, Linger: 50 * time.Millisecond,
+		SendTimeout: 10 * time.Second, StopTimeout: 5 * time.Second}
+	fs := newFlags("ship", env)
+	fs.StringVar(&cfg.Target, "target", "", "send to the inlet at `URL` (http://host:port); empty: straight to Kafka")
+	cliflag.List(fs, &cfg.Brokers, "brokers", "without --target: Kafka seed brokers, comma-separated host:port")
+	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "without --target: the topic to produce to (partition 0, so lines stay in order)")
+	fs.StringVar(&cfg.Format, "format", cfg.Format, "each line is: raw (props.line), json (an object: the props) or logfmt (key=value pairs: the props)")
+	fs.StringVar(&cfg.Event, "event", cfg.Event, "the events' name")
+	fs.StringVar(&cfg.Key, "key", "", "the events' anon_id, inlet's record key: one key keeps the lines in order (default host:source)")
+	fs.StringVar(&cfg.File, "file", "", "follow `PATH` like tail -F (across rotation and truncation) instead of reading stdin")
+	fs.StringVar(&cfg.Checkpoint, "checkpoint", "", "where the position in --file is kept (default PATH.ship-pos)")
+	fs.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often a followed file is checked for new lines, rotation and truncation")
+	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "most lines per batch")
+	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "how long the first line of a batch waits for more")
+	fs.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "how long one attempt to send a batch may take; failed attempts are retried")
+	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "on SIGINT/SIGTERM, how long the lines read may take to be acknowledged")
+	fs.StringVar(&cfg.BearerToken, "token", "", "with --target: send Authorization: Bearer `TOKEN`")
+	cfg.log.register(fs)
+	if err := parseFlags(fs, args, env); err != nil {
+		return cfg, err
+	}
+	if cfg.Key == "" {
+		src := "stdin"
+		if cfg.File != "" {
+			src, _ = filepath.Abs(cfg.File)
+		}
+		cfg.Key = host + ":" + src
+	}
+	if cfg.File != "" && cfg.Checkpoint == "" {
+		cfg.Checkpoint = cfg.File + ".ship-pos"
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(fs.Output(), "inlet %s\n", err)
+		return cfg, errUsage
+	}
+	return cfg, nil
+}
+
+func runShip(ctx context.Context, args []string, env Env) error {
+	cfg, err := ParseShip(args, env)
+	if err != nil {
+		return err
+	}
+	log, err := cfg.log.logger(env.Stderr)
+	if err != nil {
+		return err
+	}
+	return Ship(ctx, cfg, os.Stdin, log)
+}
+
+// shipSink is what Ship delivers to; logship's sinks are the two.
+type shipSink = logship.Sink
+
+func (c ShipConfig) sink() (shipSink, error) {
+	if c.Target != "" {
+		opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: c.SendTimeout})}
+		if c.BearerToken != "" {
+			opts = append(opts, client.WithBearer(c.BearerToken))
+		}
+		cl, err := client.New(c.Target, opts...)
+		if err != nil {
+			return nil, err
+		}
+		return logship.NewInletSink(cl), nil
+	}
+	return logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic})
+}
+
+// shipLine is one line read, encoded as an event, with the position after
+// it (file mode).
+type shipLine struct {
+	event []byte
+	pos   filePos
+}
+
+// Ship sends the lines of stdin (or of cfg.File, followed) until stdin
+// ends or ctx is done. It returns nil only when every line read was
+// acknowledged; otherwise an error with the count of lines that were not.
+func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	sink, err := cfg.sink()
+	if err != nil {
+		return fmt.Errorf("ship: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
+		defer cancel()
+		sink.Close(cctx)
+	}()
+	enc := newLineEncoder(cfg)
+	lines := make(chan shipLine, 4*cfg.BatchSize)
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	readErr := make(chan error, 1)
+	var cp *checkpoint
+	if cfg.File != "" {
+		cp = &checkpoint{path: cfg.Checkpoint}
+		start, err := cp.load()
+		if err != nil {
+			return err
+		}
+		f := &follower{path: cfg.File, poll: cfg.Poll, log: log}
+		go func() { readErr <- f.run(readCtx, start, enc, lines) }()
+	} else {
+		go func() { readErr <- readLines(readCtx, stdin, enc, lines) }()
+	}
+
+	var (
+		read, acked, rejected int64
+		batch                 []shipLine
+		readDone              bool
+		linger                = time.NewTimer(time.Hour)
+	)
+	linger.Stop()
+	send := func(sendCtx context.Context) bool {
+		if len(batch) == 0 {
+			return true
+		}
+		recs := make([][]byte, len(batch))
+		for i, l := range batch {
+			recs[i] = l.event
+		}
+		backoff := 100 * time.Millisecond
+		for {
+			wctx, cancel := context.WithTimeout(sendCtx, cfg.SendTimeout)
+			err := sink.Write(wctx, recs)
+			cancel()
+			var rej *logship.RejectedError
+			if errors.As(err, &rej) {
+				rejected += int64(rej.N)
+				log.Warn("ship: lines rejected", "count", rej.N, "err", rej.Err)
+				acked += int64(len(batch) - rej.N)
+				err = nil
+			} else if err == nil {
+				acked += int64(len(batch))
+			}
+			if err == nil {
+				if cp != nil {
+					if err := cp.save(batch[len(batch)-1].pos); err != nil {
+						log.Error("ship: saving the checkpoint", "err", err)
+					}
+				}
+				batch = batch[:0]
+				return true
+			}
+			log.Warn("ship: sending a batch failed; retrying", "lines", len(batch), "err", err, "backoff", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-sendCtx.Done():
+				return false
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}
+	// finish sends what was read within StopTimeout after an interrupt.
+	finish := func() {
+		stopReading()
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
+		defer cancel()
+		for l := range drainLines(lines, readDone) {
+			read++
+			batch = append(batch, l)
+			if len(batch) >= cfg.BatchSize && !send(sctx) {
+				break
+			}
+		}
+		send(sctx)
+	}
+	for {
+		var lc <-chan shipLine = lines
+		if readDone {
+			lc = nil
+		}
+		select {
+		case l, ok := <-lc:
+			if !ok {
+				readDone = true
+				if err := <-readErr; err != nil && ctx.Err() == nil {
+					return fmt.Errorf("ship: reading: %w (%d lines read, %d acknowledged)", err, read, acked)
+				}
+				if ctx.Err() != nil {
+					break
+				}
+				send(ctx)
+				return shipResult(read, acked, rejected)
+			}
+			read++
+			batch = append(batch, l)
+			if len(batch) == 1 && cfg.Linger > 0 {
+				linger.Reset(cfg.Linger)
+			}
+			if len(batch) >= cfg.BatchSize || cfg.Linger == 0 {
+				linger.Stop()
+				send(ctx)
+			}
+			continue
+		case <-linger.C:
+			send(ctx)
+			continue
+		case <-ctx.Done():
+		}
+		finish()
+		return shipResult(read, acked, rejected)
+	}
+}
+
+func shipResult(read, acked, rejected int64) error {
+	if acked == read {
+		return nil
+	}
+	return fmt.Errorf("ship: %d of %d lines read were not acknowledged (%d rejected)", read-acked, read, rejected)
+}
+
+// drainLines yields the lines already read, without waiting for more.
+func drainLines(lines <-chan shipLine, done bool) func(func(shipLine) bool) {
+	return func(yield func(shipLine) bool) {
+		if done {
+			return
+		}
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok || !yield(l) {
+					return
+				}
+			default:
+				return
+			}
+		}
+	}
+}
+
+// lineEncoder makes an event of a line.
+type lineEncoder struct {
+	cfg    ShipConfig
+	run    string
+	seq    int64
+	source string
+	host   string
+}
+
+func newLineEncoder(cfg ShipConfig) *lineEncoder {
+	id, _ := uuid.NewV7()
+	host, _ := os.Hostname()
+	src := "stdin"
+	if cfg.File != "" {
+		src, _ = filepath.Abs(cfg.File)
+	}
+	return &lineEncoder{cfg: cfg, run: id.String(), source: src, host: host}
+}
+
+type shipEvent struct {
+	Event   string            `json:"event"`
+	ID      string            `json:"id"`
+	AnonID  string            `json:"anon_id,omitempty"`
+	Props   json.RawMessage   `json:"props"`
+	Context map[string]string `json:"context"`
+}
+
+// encode makes the event of line; id, when empty, is <run>-<seq>.
+func (e *lineEncoder) encode(line []byte, id string) []byte {
+	if id == "" {
+		e.seq++
+		id = e.run + "-" + strconv.FormatInt(e.seq, 10)
+	}
+	var props json.RawMessage
+	switch e.cfg.Format {
+	case "json":
+		if t := strings.TrimSpace(string(line)); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+			props = json.RawMessage(t)
+		}
+	case "logfmt":
+		if m := parseLogfmt(string(line)); len(m) > 0 {
+			props, _ = json.Marshal(m)
+		}
+	}
+	if props == nil {
+		props, _ = json.Marshal(map[string]string{"line": string(line)})
+	}
+	b, _ := json.Marshal(shipEvent{Event: e.cfg.Event, ID: id, AnonID: e.cfg.Key, Props: props,
+		Context: map[string]string{"host": e.host, "source": e.source}})
+	return b
+}
+
+// parseLogfmt reads key=value pairs (values may be "quoted"); a bare key
+// is "true".
+func parseLogfmt(s string) map[string]string {
+	m := map[string]string{}
+	for i := 0; i < len(s); {
+		for i < len(s) && s[i] == ' ' {
+			i++
+		}
+		k := i
+		for i < len(s) && s[i] != '=' && s[i] != ' ' {
+			i++
+		}
+		key := s[k:i]
+		if key == "" {
+			i++
+			continue
+		}
+		if i >= len(s) || s[i] == ' ' {
+			m[key] = "true"
+			continue
+		}
+		i++ // '='
+		if i < len(s) && s[i] == '"' {
+			j := i + 1
+			for j < len(s) && s[j] != '"' {
+				if s[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			j = min(j, len(s)-1)
+			if v, err := strconv.Unquote(s[i : j+1]); err == nil {
+				m[key] = v
+			} else {
+				m[key] = s[i+1 : j]
+			}
+			i = j + 1
+			continue
+		}
+		v := i
+		for i < len(s) && s[i] != ' ' {
+			i++
+		}
+		m[key] = s[v:i]
+	}
+	return m
+}
+
+// readLines sends the lines of r to out until r ends, then closes out.
+func readLines(ctx context.Context, r io.Reader, enc *lineEncoder, out chan<- shipLine) error {
+	defer close(out)
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			select {
+			case out <- shipLine{event: enc.encode(trimEOL(line), "")}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// trimEOL cuts a line's "\n" or "\r\n".
+func trimEOL(b []byte) []byte {
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	return bytes.TrimSuffix(b, []byte("\r"))
+}
+
+// filePos is a position in a followed file: which file (its inode), how
+// many times the path was rotated or truncated (Gen: a line's id is
+// path, inode, Gen and offset, the same when a restart sends it again),
+// and the byte after the last line acknowledged.
+type filePos struct {
+	Inode  uint64 `json:"inode"`
+	Gen    uint64 `json:"gen"`
+	Offset int64  `json:"offset"`
+}
+
+// checkpoint keeps a filePos in a file, replaced atomically.
+type checkpoint struct{ path string }
+
+func (c *checkpoint) load() (filePos, error) {
+	b, err := os.ReadFile(c.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return filePos{}, nil
+	}
+	var p filePos
+	if err == nil {
+		err = json.Unmarshal(b, &p)
+	}
+	if err != nil {
+		return filePos{}, fmt.Errorf("ship: reading checkpoint %s: %w", c.path, err)
+	}
+	return p, nil
+}
+
+func (c *checkpoint) save(p filePos) error {
+	b, _ := json.Marshal(p)
+	tmp := c.path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, c.path)
+}
+
+// follower reads a file's lines like tail -F: at its end it waits; when
+// the path names another file (rotation) it reads the old one to its end
+// and goes on with the new one from its start; when the file shrinks
+// (truncation) it starts again from the start.
+type follower struct {
+	path string
+	poll time.Duration
+	log  *slog.Logger
+
+	f       *os.File
+	ino     uint64
+	gen     uint64
+	off     int64 // bytes of f consumed, up to the end of partial
+	br      *bufio.Reader
+	partial []byte
+}
+
+func inodeOf(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
+
+func (fl *follower) open(start filePos) error {
+	f, err := os.Open(fl.path)
+	if err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return err
+	}
+	fl.f, fl.ino, fl.off, fl.partial = f, inodeOf(fi), 0, nil
+	fl.gen = start.Gen + 1 // another file, or this one truncated
+	if start.Inode == fl.ino && start.Offset <= fi.Size() {
+		if _, err := f.Seek(start.Offset, io.SeekStart); err != nil {
+			f.Close()
+			return err
+		}
+		fl.off, fl.gen = start.Offset, start.Gen
+	}
+	fl.br = bufio.NewReaderSize(f, 64<<10)
+	return nil
+}
+
+func (fl *follower) id(lineEnd int64) string {
+	h := sha256.Sum256([]byte(fl.path))
+	return hex.EncodeToString(h[:6]) + "-" + strconv.FormatUint(fl.ino, 10) + "-" + strconv.FormatUint(fl.gen, 10) + "-" + strconv.FormatInt(lineEnd, 10)
+}
+
+func (fl *follower) run(ctx context.Context, start filePos, enc *lineEncoder, out chan<- shipLine) error {
+	defer close(out)
+	for {
+		err := fl.open(start)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		select { // not there yet
+		case <-time.After(fl.poll):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	defer func() { fl.f.Close() }()
+	emit := func(line []byte) bool {
+		select {
+		case out <- shipLine{event: enc.encode(line, fl.id(fl.off)), pos: filePos{Inode: fl.ino, Gen: fl.gen, Offset: fl.off}}:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		chunk, err := fl.br.ReadSlice('\n')
+		fl.off += int64(len(chunk))
+		switch {
+		case err == nil:
+			line := chunk
+			if len(fl.partial) > 0 {
+				line = append(fl.partial, chunk...)
+				fl.partial = nil
+			}
+			if !emit(trimEOL(line)) {
+				return nil
+			}
+			continue
+		case errors.Is(err, bufio.ErrBufferFull):
+			fl.partial = append(fl.partial, chunk...)
+			continue
+		case !errors.Is(err, io.EOF):
+			return fmt.Errorf("reading %s: %w", fl.path, err)
+		}
+		fl.partial = append(fl.partial, chunk...)
+		// At the end: rotated, truncated, or nothing new yet?
+		fi, serr := os.Stat(fl.path)
+		switch {
+		case serr == nil && inodeOf(fi) != fl.ino:
+			// Rotated: what was appended to the old file before the
+			// check was read above; a last line without a newline is a line.
+			if rest, _ := io.ReadAll(fl.br); len(rest) > 0 {
+				fl.off += int64(len(rest))
+				fl.partial = append(fl.partial, rest...)
+				for {
+					i := bytes.IndexByte(fl.partial, '\n')
+					if i < 0 {
+						break
+					}
+					line := fl.partial[:i+1]
+					fl.partial = fl.partial[i+1:]
+					if !emit(trimEOL(line)) {
+						return nil
+					}
+				}
+			}
+			if len(fl.partial) > 0 && !emit(fl.partial) {
+				return nil
+			}
+			fl.log.Info("ship: file rotated; following the new one", "path", fl.path)
+			fl.f.Close()
+			if err := fl.open(filePos{Gen: fl.gen}); err != nil {
+				return err
+			}
+			continue
+		case serr == nil && fi.Size() < fl.off:
+			fl.log.Info("ship: file truncated; reading it from its start", "path", fl.path, "size", fi.Size(), "was", fl.off)
+			if _, err := fl.f.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+			fl.off, fl.partial = 0, nil
+			fl.gen++
+			fl.br.Reset(fl.f)
+			continue
+		}
+		select {
+		case <-time.After(fl.poll):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}

@@ -1,0 +1,291 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/testkit"
+)
+
+func noEnv(string) string { return "" }
+
+func parseShip(t *testing.T, args ...string) ShipConfig {
+	t.Helper()
+	cfg, err := ParseShip(append([]string{"--linger", "5ms", "--batch-size", "100"}, args...),
+		Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: noEnv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func lines(from, to int) string {
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		fmt.Fprintf(&b, "line-%d level=info n=%d\n", i, i)
+	}
+	return b.String()
+}
+
+// lineNumbers returns the line number of each record (from props.line),
+// and the number of duplicates (records whose id was seen before).
+func lineNumbers(t *testing.T, recs []testkit.Record) (nums []int, dups int) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range recs {
+		id, _ := r.Fields["id"].(string)
+		if seen[id] {
+			dups++
+			continue
+		}
+		seen[id] = true
+		props, _ := r.Fields["props"].(map[string]any)
+		var n int
+		if _, err := fmt.Sscanf(fmt.Sprint(props["line"]), "line-%d", &n); err != nil {
+			t.Fatalf("record %s: %v", r.Value, err)
+		}
+		nums = append(nums, n)
+	}
+	return nums, dups
+}
+
+func checkSequence(t *testing.T, nums []int, n int) {
+	t.Helper()
+	if len(nums) != n {
+		t.Fatalf("%d distinct lines arrived, want %d: %v", len(nums), n, nums)
+	}
+	for i, v := range nums {
+		if v != i {
+			t.Fatalf("line %d arrived where %d was due", v, i)
+		}
+	}
+}
+
+func distinct(n int) func([]testkit.Record) bool {
+	return func(rs []testkit.Record) bool {
+		ids := map[any]bool{}
+		for _, r := range rs {
+			ids[r.Fields["id"]] = true
+		}
+		return len(ids) >= n
+	}
+}
+
+// TestShipStdinToInlet: lines of stdin arrive through a real inlet, in
+// order (one anon_id: one partition), and Ship returns nil only after all
+// were acknowledged.
+func TestShipStdinToInlet(t *testing.T) {
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "ship-")
+	g := gatewaytest.Start(t, gatewaytest.Config(t, brokers, topic))
+	const n = 1000
+	cfg := parseShip(t, "--target", "http://"+g.Addr())
+	if err := Ship(context.Background(), cfg, strings.NewReader(lines(0, n)), testkit.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	recs := testkit.ConsumeN(t, brokers, topic, n, 0)
+	nums, dups := lineNumbers(t, recs)
+	checkSequence(t, nums, n)
+	if dups != 0 {
+		t.Errorf("%d duplicates without a fault", dups)
+	}
+	if ctx := recs[0].Fields["context"].(map[string]any); ctx["source"] != "stdin" || recs[0].Fields["event"] != "log" {
+		t.Errorf("event %s", recs[0].Value)
+	}
+}
+
+// TestShipInletDiesMidBatch: inlet acknowledges a batch but the answer is
+// lost (the connection dies, as when inlet is killed after its fsync), and
+// another batch is cut before inlet reads it: Ship retries both; the cost
+// is duplicates with the same ids, never a lost or reordered line.
+func TestShipInletDiesMidBatch(t *testing.T) {
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "ship-")
+	g := gatewaytest.Start(t, gatewaytest.Config(t, brokers, topic))
+	target, _ := url.Parse("http://" + g.Addr())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var reqs atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch reqs.Add(1) {
+		case 3: // acknowledged by inlet, answer lost
+			rec := httptest.NewRecorder()
+			proxy.ServeHTTP(rec, r)
+			panic(http.ErrAbortHandler)
+		case 6: // cut before inlet
+			panic(http.ErrAbortHandler)
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	srv.Config.ErrorLog = nil
+	const n = 1000
+	cfg := parseShip(t, "--target", srv.URL)
+	if err := Ship(context.Background(), cfg, strings.NewReader(lines(0, n)), testkit.Logger(t)); err != nil {
+		t.Fatal(err)
+	}
+	recs := testkit.Consume(t, brokers, topic, 30*time.Second, distinct(n))
+	nums, dups := lineNumbers(t, recs)
+	checkSequence(t, nums, n)
+	if dups != 100 {
+		t.Errorf("%d duplicates, want the 100 lines of the batch whose answer was lost", dups)
+	}
+}
+
+// TestShipRejectedExitsNonZero: lines inlet refuses for good are not
+// retried, and Ship fails with their count.
+func TestShipRejectedExitsNonZero(t *testing.T) {
+	var reqs atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reqs.Add(1)
+		w.WriteHeader(400)
+		w.Write([]byte(`{"error":"no"}`))
+	}))
+	defer srv.Close()
+	err := Ship(context.Background(), parseShip(t, "--target", srv.URL), strings.NewReader(lines(0, 150)), testkit.Logger(t))
+	if err == nil || !strings.Contains(err.Error(), "150 of 150 lines") || reqs.Load() != 2 {
+		t.Errorf("Ship: %v after %d requests: want 150 of 150 not acknowledged, 2 requests", err, reqs.Load())
+	}
+}
+
+// TestShipUnreachableInterrupted: with inlet unreachable, an interrupt
+// ends Ship within --stop-timeout, failing with the count.
+func TestShipUnreachableInterrupted(t *testing.T) {
+	cfg := parseShip(t, "--target", "http://"+testkit.FreeAddr(t), "--stop-timeout", "200ms")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	err := Ship(ctx, cfg, strings.NewReader(lines(0, 10)), testkit.Logger(t))
+	if took := time.Since(t0); err == nil || !strings.Contains(err.Error(), "10 of 10") || took > 3*time.Second {
+		t.Errorf("Ship: %v after %v", err, took)
+	}
+}
+
+func readPos(t *testing.T, path string) filePos {
+	var p filePos
+	b, err := os.ReadFile(path)
+	if err == nil {
+		json.Unmarshal(b, &p)
+	}
+	return p
+}
+
+func appendTo(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+}
+
+// TestShipFileRotationTruncationRestart: `ship --file` straight to Kafka
+// follows a file across a rotation (rename, lines still appended to the
+// old file, a new file) and a truncation, and after a restart resumes at
+// its checkpoint: every line arrives once, in order.
+func TestShipFileRotationTruncationRestart(t *testing.T) {
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "ship-")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	cfg := parseShip(t, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--file", path, "--poll", "10ms")
+	start := func() (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- Ship(ctx, cfg, nil, testkit.Logger(t)) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	inode := func() uint64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return inodeOf(fi)
+	}
+	caughtUp := func(what string) {
+		t.Helper()
+		fi, _ := os.Stat(path)
+		testkit.WaitFor(t, 20*time.Second, what, func() bool {
+			p := readPos(t, cfg.Checkpoint)
+			return p.Inode == inodeOf(fi) && p.Offset == fi.Size()
+		})
+	}
+
+	appendTo(t, path, lines(0, 100))
+	stop := start()
+	caughtUp("lines 0-99 acknowledged")
+
+	old, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	old.WriteString(lines(100, 110)) // the application still writes to the old file
+	old.Close()
+	appendTo(t, path, lines(110, 200))
+	caughtUp("lines 100-199 acknowledged across the rotation")
+	before := inode()
+
+	if err := os.Truncate(path, 0); err != nil {
+		t.Fatal(err)
+	}
+	appendTo(t, path, lines(200, 250))
+	if inode() != before {
+		t.Fatal("truncation changed the inode")
+	}
+	caughtUp("lines 200-249 acknowledged after the truncation")
+	stop()
+
+	appendTo(t, path, lines(250, 300)) // written while ship is down
+	stop = start()
+	caughtUp("lines 250-299 acknowledged after the restart")
+	stop()
+
+	recs := testkit.ConsumeN(t, brokers, topic, 300, 500*time.Millisecond)
+	nums, dups := lineNumbers(t, recs)
+	checkSequence(t, nums, 300)
+	if dups != 0 {
+		t.Errorf("%d duplicates", dups)
+	}
+}
+
+func TestParseShipErrors(t *testing.T) {
+	for name, args := range map[string][]string{
+		"format":   {"--format", "xml"},
+		"target":   {"--target", "ftp://x"},
+		"batch":    {"--batch-size", "501"},
+		"no-topic": {"--topic", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var stderr strings.Builder
+			if _, err := ParseShip(args, Env{Stdout: &stderr, Stderr: &stderr, Getenv: noEnv}); err == nil {
+				t.Errorf("%v accepted", args)
+			}
+		})
+	}
+	m := parseLogfmt(`level=info msg="hello \"you\"" done n=3`)
+	if fmt.Sprint(m) != `map[done:true level:info msg:hello "you" n:3]` {
+		t.Errorf("logfmt: %v", m)
+	}
+}
