@@ -118,6 +118,7 @@ func TestCorruptFramesInsideASegment(t *testing.T) {
 			}
 		}, []int{1, 400, 998}, false},
 		{"the first frame hit", func(b []byte, idx []int) { b[idx[0]+9] ^= 0xff }, []int{0}, false},
+		{"the last frame hit: a tail, cut", func(b []byte, idx []int) { b[idx[999]+30] ^= 0x02 }, []int{999}, false},
 		{"a zeroed run over frames 300 to 310", func(b []byte, idx []int) {
 			clear(b[idx[300]+4 : idx[310]+10])
 		}, []int{300, 301, 302, 303, 304, 305, 306, 307, 308, 309, 310}, true},

@@ -74,6 +74,16 @@ func damagedRecords(b []byte) uint64 {
 	return 1
 }
 
+// torn reports whether b, the damaged end of a segment, is one frame the
+// file ends inside: a write a crash cut short.
+func torn(b []byte) bool {
+	if len(b) < frameHeader {
+		return true
+	}
+	size := int(binary.LittleEndian.Uint32(b))
+	return size > 0 && size <= maxPayloadBytes && frameHeader+size > len(b)
+}
+
 // countFrames counts the frames that verify from the start of b, and says
 // whether they reach its end.
 func countFrames(b []byte) (n uint64, clean bool) {

@@ -408,7 +408,11 @@ func (s *Spool) repair(f File, seg *segment, full int64, why error, sc *scanned)
 		}
 		next := resync(data, pos)
 		if next < 0 {
-			lost += damagedRecords(data[pos:])
+			// A frame the file ends inside is a write a crash cut short:
+			// never acknowledged (with --spool-sync always), so not lost.
+			if !torn(data[pos:]) {
+				lost += damagedRecords(data[pos:])
+			}
 			tail = true
 			break
 		}
