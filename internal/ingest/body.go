@@ -255,6 +255,7 @@ type idleReader struct {
 	d     time.Duration
 	t     *time.Timer
 	fired atomic.Bool
+	whole bool // the body was read to its end
 }
 
 func watchIdle(w http.ResponseWriter, r io.Reader, d time.Duration) *idleReader {
@@ -268,6 +269,9 @@ func watchIdle(w http.ResponseWriter, r io.Reader, d time.Duration) *idleReader 
 
 func (ir *idleReader) Read(p []byte) (int, error) {
 	n, err := ir.r.Read(p)
+	if err == io.EOF {
+		ir.whole = true
+	}
 	if n > 0 && !ir.fired.Load() {
 		ir.t.Reset(ir.d)
 	}
@@ -279,8 +283,10 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 
 // stop ends the watchdog. Had it fired after the last byte came, the read
 // deadline is cleared again: the body is read, only the answer is left.
+// (After a failed body it stays: net/http then gives up the rest of the
+// body and closes the connection, rather than wait for it.)
 func (ir *idleReader) stop() {
-	if !ir.t.Stop() && ir.fired.Load() {
+	if !ir.t.Stop() && ir.fired.Load() && ir.whole {
 		_ = ir.rc.SetReadDeadline(time.Time{})
 	}
 }

@@ -1,0 +1,311 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/membudget"
+	"github.com/inlet-dev/inlet/internal/testkit"
+)
+
+// The attack tests run the default config (64 MiB of body budget) on a real
+// HTTP server that speaks HTTP/1.1 and h2c and gives each connection its
+// budget share, as the gateway's does. They are not parallel: each reads
+// the process's heap, and asserts that it stays within the body budget and
+// a per-connection constant, while a legitimate client is answered 200.
+
+// perConnBytes is what a connection costs beyond the bodies charged to the
+// budget, generously: goroutines, bufio buffers, an HTTP/2 connection's
+// flow-control window (1 MiB at most), a gzip reader.
+const perConnBytes = 2 << 20
+
+// attackHarness is newHarness on a server that also speaks h2c, with
+// membudget.ConnContext.
+func attackHarness(tb testing.TB, edit func(*Config)) *harness {
+	tb.Helper()
+	s, sink, logs := newServer(tb, edit)
+	mux := http.NewServeMux()
+	s.Register(mux)
+	srv := serve(tb, mux, func(hs *http.Server) {
+		hs.ConnContext = membudget.ConnContext
+		hs.Protocols = new(http.Protocols)
+		hs.Protocols.SetHTTP1(true)
+		hs.Protocols.SetUnencryptedHTTP2(true)
+	})
+	return &harness{s: s, sink: sink, logs: logs, srv: srv}
+}
+
+// h2c returns a client that sends every request over one h2c connection
+// (prior knowledge), closed at the end of the test.
+func h2c(tb testing.TB) *http.Client {
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	tb.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
+}
+
+// heapPeak samples the heap in use every few milliseconds until stopped,
+// and returns the peak over what was in use when it started.
+func heapPeak(tb testing.TB) (stop func() uint64) {
+	tb.Helper()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > base && ms.HeapInuse-base > peak.Load() {
+				peak.Store(ms.HeapInuse - base)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 {
+		close(done)
+		<-stopped
+		return peak.Load()
+	}
+}
+
+// legit posts a small batch and wants 200.
+func legit(tb testing.TB, h *harness, during string) {
+	tb.Helper()
+	if r := h.do(tb, "POST", "/v1/batch", five, "Content-Type", "application/json"); r.status != 200 {
+		tb.Errorf("a legitimate client during %s: %s, want 200", during, r)
+	}
+}
+
+// TestAttackAmplification: 8 KB of gzip inflating to 8 MiB of [0,0,0,...],
+// 8 requests at once (and 8 more over one h2c connection), are refused
+// 413 at the 501st item; the heap stays within the body budget (each
+// request took 480 MB).
+func TestAttackAmplification(t *testing.T) {
+	h := attackHarness(t, nil)
+	body := gz(t, zeros(8<<20))
+	t.Logf("%d bytes of gzip inflating to 8 MiB", len(body))
+	stop := heapPeak(t)
+	var wg sync.WaitGroup
+	statuses := make(chan int, 16)
+	attack := func(c *http.Client) {
+		defer wg.Done()
+		req, _ := http.NewRequest("POST", h.srv.URL+"/v1/batch", bytes.NewReader(body))
+		req.Header.Set("Content-Encoding", "gzip")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		statuses <- resp.StatusCode
+	}
+	one := h2c(t)
+	for range 8 {
+		wg.Add(2)
+		go attack(h.srv.Client())
+		go attack(one)
+	}
+	legit(t, h, "the amplification")
+	wg.Wait()
+	peak := stop()
+	close(statuses)
+	for s := range statuses {
+		if s != http.StatusRequestEntityTooLarge && s != http.StatusServiceUnavailable && s != http.StatusTooManyRequests {
+			t.Errorf("an amplified body was answered %d, want 413 (or 503/429 when the budget is full)", s)
+		}
+	}
+	bound := uint64(h.s.cfg.MaxInflightBytes) + 9*perConnBytes
+	t.Logf("heap peak %d MiB over the start (bound %d MiB)", peak>>20, bound>>20)
+	if peak > bound {
+		t.Errorf("heap peaked %d MiB over the start, want at most the budget and %d connections: %d MiB", peak>>20, 9, bound>>20)
+	}
+	if used := h.s.budget.Used(); used != 0 {
+		t.Errorf("budget holds %d bytes after the attack", used)
+	}
+}
+
+// stallGzip sends, on a connection of its own, all of a gzip body but its
+// last bytes (the trailer the decompressor waits for), and stalls.
+func stallGzip(tb testing.TB, addr string, body []byte) net.Conn {
+	tb.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST /v1/batch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n", len(body))
+	if _, err := c.Write(body[:len(body)-8]); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// TestAttackBudgetLockout: 8 stalled uploads of 8 KB of gzip (each
+// inflating to 8 MiB), on 8 connections and as 8 streams of one h2c
+// connection, held the whole 64 MiB budget for the read timeout: every
+// other client got 503. Now a stalled upload holds what it sent (a
+// compressed body is inflated once whole), a legitimate client gets 200
+// meanwhile, and the body idle timeout answers the stalled ones 408 and
+// gives the budget back.
+func TestAttackBudgetLockout(t *testing.T) {
+	h := attackHarness(t, func(c *Config) { c.BodyIdleTimeout = 500 * time.Millisecond })
+	body := gz(t, pad(t, 8<<20-1))
+	stop := heapPeak(t)
+	var conns []net.Conn
+	for range 8 {
+		conns = append(conns, stallGzip(t, h.srv.Listener.Addr().String(), body))
+	}
+	// 8 streams of one h2c connection, each body stalled before its end.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	one := h2c(t)
+	var wg sync.WaitGroup
+	h2status := make(chan int, 8)
+	for range 8 {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go func() { _, _ = pw.Write(body[:len(body)-8]) }()
+		req, _ := http.NewRequestWithContext(ctx, "POST", h.srv.URL+"/v1/batch", pr)
+		req.Header.Set("Content-Encoding", "gzip")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := one.Do(req)
+			if err != nil {
+				h2status <- 0
+				return
+			}
+			resp.Body.Close()
+			h2status <- resp.StatusCode
+		}()
+	}
+	testkit.WaitFor(t, 5*time.Second, "16 stalled uploads charged", func() bool { return h.s.budget.Used() >= int64(16*len(body)) })
+	used := h.s.budget.Used()
+	legit(t, h, "16 stalled uploads")
+	if used > 16*64<<10 {
+		t.Errorf("16 stalled uploads of %d bytes hold %d bytes of the budget, want what they sent", len(body), used)
+	}
+	for _, c := range conns {
+		if r := readResponse(t, c); r.status != http.StatusRequestTimeout || !strings.Contains(string(r.body), "no byte of the body received for 500ms") {
+			t.Errorf("a stalled upload: %s, want 408 after the body idle timeout", r)
+		}
+	}
+	wg.Wait()
+	close(h2status)
+	for s := range h2status {
+		if s != http.StatusRequestTimeout {
+			t.Errorf("a stalled h2c stream: %d, want 408", s)
+		}
+	}
+	peak := stop()
+	t.Logf("budget %d bytes with 16 uploads stalled; heap peak %d MiB over the start", used, peak>>20)
+	if bound := uint64(h.s.cfg.MaxInflightBytes) + 9*perConnBytes; peak > bound {
+		t.Errorf("heap peaked %d MiB over the start, want at most %d MiB", peak>>20, bound>>20)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the budget given back", func() bool { return h.s.budget.Used() == 0 })
+}
+
+// TestAttackConnShare: one h2c connection whose streams all upload large
+// bodies and stall holds at most its share of the budget (a quarter, at
+// least one largest request); its streams past it get 429 with Retry-After,
+// and another client still gets 200.
+func TestAttackConnShare(t *testing.T) {
+	h := attackHarness(t, nil) // the body idle timeout (5 s) is longer than the test
+	chunk := pad(t, 1<<20)[:1<<20-100]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	one := h2c(t)
+	const streams = 40 // 40 MiB of bodies: more than the share (16 MiB), less than the budget
+	statuses := make(chan response, streams)
+	var wg sync.WaitGroup
+	for range streams {
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		go func() { _, _ = pw.Write(chunk) }()
+		req, _ := http.NewRequestWithContext(ctx, "POST", h.srv.URL+"/v1/batch", pr)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := one.Do(req)
+			if err != nil {
+				return // cancelled at the end: a stream still stalled
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			statuses <- response{status: resp.StatusCode, header: resp.Header, body: b}
+		}()
+	}
+	share := h.s.budget.PerConn()
+	testkit.WaitFor(t, 5*time.Second, "the connection at its share", func() bool {
+		return h.s.budget.Used() > share-(1<<20) && len(statuses) > 0
+	})
+	used := h.s.budget.Used()
+	legit(t, h, "a connection holding its share")
+	r := <-statuses
+	if r.status != http.StatusTooManyRequests || r.header.Get("Retry-After") != "2" || !strings.Contains(string(r.body), "the most one connection may") {
+		t.Errorf("a stream past the connection's share: %s (Retry-After %q), want 429 with Retry-After", r, r.header.Get("Retry-After"))
+	}
+	if used > share {
+		t.Errorf("one connection holds %d bytes, over its share of %d", used, share)
+	}
+	t.Logf("one connection of %d stalled streams holds %d MiB (share %d MiB of %d MiB)", streams, used>>20, share>>20, h.s.budget.Max()>>20)
+	cancel()
+	wg.Wait()
+	testkit.WaitFor(t, 5*time.Second, "the budget given back", func() bool { return h.s.budget.Used() == 0 })
+}
+
+// TestBodyIdleTimeout: a body that sends nothing for the idle timeout is
+// answered 408 long before the read timeout, and gives back its budget; a
+// slow body that keeps sending is not cut.
+func TestBodyIdleTimeout(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, func(c *Config) { c.BodyIdleTimeout = 200 * time.Millisecond })
+	start := time.Now()
+	c := stall(t, h.srv.Listener.Addr().String(), "/v1/batch", 100, []byte(`[{"event":`))
+	r := readResponse(t, c)
+	if r.status != http.StatusRequestTimeout || !strings.Contains(string(r.body), "no byte of the body received for 200ms (the body idle timeout)") {
+		t.Fatalf("idle body: %s, want 408", r)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("answered after %v, want about the idle timeout", d)
+	}
+	testkit.WaitFor(t, 5*time.Second, "the budget given back", func() bool { return h.s.budget.Used() == 0 })
+
+	// A byte every 25 ms: longer than the idle timeout in all, but
+	// never idle for it.
+	pr, pw := io.Pipe()
+	go func() {
+		defer pw.Close()
+		for _, b := range []byte(`[{"event":"slow"}]`) {
+			time.Sleep(25 * time.Millisecond)
+			if _, err := pw.Write([]byte{b}); err != nil {
+				return
+			}
+		}
+	}()
+	if r := h.send(t, "POST", "/v1/batch", pr); r.status != 200 {
+		t.Fatalf("slow body: %s, want 200", r)
+	}
+}
