@@ -55,8 +55,16 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration // the whole request, body included
 	IdleTimeout       time.Duration
-	HTTP2MaxStreams   int  // concurrent requests on one HTTP/2 (h2c) connection
-	Pprof             bool // net/http/pprof under /debug/pprof/
+	HTTP2MaxStreams   int // concurrent requests on one HTTP/2 (h2c) connection
+	// MaxRequests bounds the requests served at once, on all connections
+	// (503 with Retry-After past it); 0 sizes it to the body budget, one
+	// request per RequestBytes of Ingest.MaxInflightBytes.
+	MaxRequests int
+	// ResponseWriteTimeout is the time a client has to read an answer
+	// once its first byte is written; 0 leaves only the server's
+	// write timeout.
+	ResponseWriteTimeout time.Duration
+	Pprof                bool // net/http/pprof under /debug/pprof/
 
 	// ShutdownTimeout bounds Shutdown, and the teardown after a failed Start.
 	ShutdownTimeout time.Duration
@@ -67,24 +75,25 @@ type Config struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		Listen:            "127.0.0.1:8080",
-		Ack:               AckSpool,
-		DataDir:           ".inlet",
-		Broker:            devbroker.DefaultConfig(),
-		Kafka:             kafka.DefaultConfig(),
-		Ingest:            ingest.DefaultConfig(),
-		Spool:             spool.DefaultConfig(),
-		Forwarder:         spool.DefaultForwarderConfig(),
-		RPC:               reply.DefaultConfig(),
-		RPCCompression:    "none",
-		RPCLinger:         time.Millisecond,
-		Reply:             ReplyKafka,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		HTTP2MaxStreams:   1000,
-		ShutdownTimeout:   30 * time.Second,
-		ReadyInterval:     5 * time.Second,
+		Listen:               "127.0.0.1:8080",
+		Ack:                  AckSpool,
+		DataDir:              ".inlet",
+		Broker:               devbroker.DefaultConfig(),
+		Kafka:                kafka.DefaultConfig(),
+		Ingest:               ingest.DefaultConfig(),
+		Spool:                spool.DefaultConfig(),
+		Forwarder:            spool.DefaultForwarderConfig(),
+		RPC:                  reply.DefaultConfig(),
+		RPCCompression:       "none",
+		RPCLinger:            time.Millisecond,
+		Reply:                ReplyKafka,
+		ReadHeaderTimeout:    5 * time.Second,
+		ReadTimeout:          30 * time.Second,
+		IdleTimeout:          120 * time.Second,
+		HTTP2MaxStreams:      128,
+		ResponseWriteTimeout: 5 * time.Second,
+		ShutdownTimeout:      30 * time.Second,
+		ReadyInterval:        5 * time.Second,
 	}
 }
 
@@ -111,8 +120,23 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "time a client has to send the whole request")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&c.HTTP2MaxStreams, "http2-max-streams", c.HTTP2MaxStreams, "concurrent requests on one HTTP/2 (h2c) connection")
+	fs.IntVar(&c.MaxRequests, "max-requests", c.MaxRequests, "requests served at once, on all connections (503 with Retry-After past it); 0: one per 16 KiB of --max-inflight-bytes")
+	fs.DurationVar(&c.ResponseWriteTimeout, "response-write-timeout", c.ResponseWriteTimeout, "time a client has to read an answer once it starts (a client that reads nothing is cut then); 0: only the server's write timeout")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve Go profiles under /debug/pprof/ (for diagnosis; do not expose publicly)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM/SIGINT, time to finish requests, drain the spool and flush before exiting")
+}
+
+// RequestBytes is the share of the body budget (--max-inflight-bytes) that
+// sizes the default --max-requests: 4,096 requests at the default 64 MiB,
+// each holding a goroutine and its buffers (about 24 KiB: 100 MiB at most).
+const RequestBytes = 16 << 10
+
+// maxRequests is MaxRequests, or its default.
+func (c Config) maxRequests() int {
+	if c.MaxRequests > 0 {
+		return c.MaxRequests
+	}
+	return int(max(c.Ingest.MaxInflightBytes/RequestBytes, 1))
 }
 
 // rpcKafka is the configuration of the request producer: the events
@@ -161,6 +185,9 @@ func (c Config) Validate() error {
 	}
 	if c.HTTP2MaxStreams < 1 {
 		return errors.New("--http2-max-streams must be at least 1")
+	}
+	if c.MaxRequests < 0 || c.ResponseWriteTimeout < 0 {
+		return errors.New("--max-requests and --response-write-timeout must not be negative")
 	}
 	if c.ShutdownTimeout <= 0 || c.ReadTimeout <= 0 || c.ReadHeaderTimeout <= 0 {
 		return errors.New("timeouts must be positive")

@@ -7,7 +7,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/membudget"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/http2"
@@ -29,9 +32,18 @@ func (g *Gateway) routes(mux *http.ServeMux) {
 
 // newServer is the HTTP server: HTTP/1.1 and HTTP/2 without TLS (h2c), so a
 // caller with many requests in flight needs few connections.
+//
+// Bounds against clients that hold the server's memory: at most
+// HTTP2MaxStreams requests per HTTP/2 connection and MaxRequests at once
+// in all (past it 503 at once, see limitRequests); an answer a client does
+// not read within ResponseWriteTimeout is cut (a zero-window HTTP/2 peer
+// held a handler goroutine per stream for the whole WriteTimeout); and each
+// connection gets its membudget.Conn, so that its requests hold at most
+// their share of the body budget.
 func newServer(cfg Config, h http.Handler, log *slog.Logger) (*http.Server, error) {
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           limitRequests(cfg, h),
+		ConnContext:       membudget.ConnContext,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		// An answer may wait for the body, then for Kafka.
@@ -56,6 +68,80 @@ func newServer(cfg Config, h http.Handler, log *slog.Logger) (*http.Server, erro
 		return nil, fmt.Errorf("configuring HTTP/2: %w", err)
 	}
 	return srv, nil
+}
+
+// unlimited are the paths limitRequests lets through when full: probes
+// answer at once, and a liveness probe refused under load would have the
+// gateway restarted.
+var unlimited = map[string]bool{"/healthz": true, "/readyz": true}
+
+// limitRequests runs h for at most cfg.maxRequests() requests at once:
+// past it a request is answered 503 with Retry-After at once, rather than a
+// goroutine (and its buffers) held per request, which 20 HTTP/2
+// connections of 1,000 streams took to 20,000 (480 MB). Each answer gets
+// ResponseWriteTimeout to be written from its first byte.
+func limitRequests(cfg Config, h http.Handler) http.Handler {
+	slots := make(chan struct{}, cfg.maxRequests())
+	retry := strconv.Itoa(int((cfg.Ingest.RetryAfter + time.Second - 1) / time.Second))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if cfg.ResponseWriteTimeout > 0 {
+			w = &deadlineWriter{ResponseWriter: w, d: cfg.ResponseWriteTimeout}
+		}
+		if unlimited[r.URL.Path] {
+			h.ServeHTTP(w, r)
+			return
+		}
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		default:
+			w.Header().Set("Retry-After", retry)
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "{\"error\":\"inlet is serving %d requests, the most it serves at once (--max-requests); retry later\"}\n", cap(slots))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// deadlineWriter gives the answer d to be written, from when its header
+// goes out: a client that reads nothing (a zero HTTP/2 window, a full TCP
+// buffer) has its stream or connection cut then, and the handler's
+// goroutine ends. It unwraps for http.ResponseController.
+type deadlineWriter struct {
+	http.ResponseWriter
+	d     time.Duration
+	armed bool
+}
+
+// Unwrap returns the wrapped ResponseWriter.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *deadlineWriter) arm() {
+	if !w.armed {
+		w.armed = true
+		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.d))
+	}
+}
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	if code >= 200 { // not for 1xx: the answer has not started
+		w.arm()
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(b []byte) (int, error) {
+	w.arm()
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush keeps the http.Flusher of the wrapped writer.
+func (w *deadlineWriter) Flush() {
+	w.arm()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 
 func (g *Gateway) startHTTP(mux *http.ServeMux) error {

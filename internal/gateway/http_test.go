@@ -1,0 +1,230 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/inlet-dev/inlet/internal/membudget"
+	"github.com/inlet-dev/inlet/internal/testkit"
+)
+
+// serveHTTP runs newServer(cfg) with handler h on 127.0.0.1:0 and returns
+// its address; the server is closed at the end of the test.
+func serveHTTP(tb testing.TB, cfg Config, h http.Handler) string {
+	tb.Helper()
+	srv, err := newServer(cfg, h, testkit.Logger(tb))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	tb.Cleanup(func() { _ = srv.Close(); <-done })
+	return ln.Addr().String()
+}
+
+// h2cConn is a raw HTTP/2 connection without TLS: the test decides what
+// the client advertises and never reads what it is not asked to.
+type h2cConn struct {
+	c   net.Conn
+	fr  *http2.Framer
+	enc *hpack.Encoder
+	hb  bytes.Buffer
+}
+
+// dialH2C opens an h2c connection advertising settings, and returns it
+// with the server's SETTINGS.
+func dialH2C(tb testing.TB, addr string, settings ...http2.Setting) (*h2cConn, *http2.SettingsFrame) {
+	tb.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+		tb.Fatal(err)
+	}
+	h := &h2cConn{c: c, fr: http2.NewFramer(c, c)}
+	h.enc = hpack.NewEncoder(&h.hb)
+	if err := h.fr.WriteSettings(settings...); err != nil {
+		tb.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for {
+		f, err := h.fr.ReadFrame()
+		if err != nil {
+			tb.Fatalf("reading the server's SETTINGS: %v", err)
+		}
+		if sf, ok := f.(*http2.SettingsFrame); ok && !sf.IsAck() {
+			_ = c.SetReadDeadline(time.Time{})
+			if err := h.fr.WriteSettingsAck(); err != nil {
+				tb.Fatal(err)
+			}
+			return h, sf
+		}
+	}
+}
+
+// get opens stream id with GET path, no body.
+func (h *h2cConn) get(tb testing.TB, id uint32, path string) {
+	tb.Helper()
+	h.hb.Reset()
+	for _, f := range []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "http"},
+		{Name: ":authority", Value: "inlet"}, {Name: ":path", Value: path}} {
+		_ = h.enc.WriteField(f)
+	}
+	if err := h.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: h.hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// TestSlowReaderH2C: an h2c client that opens a window of zero (it never
+// reads an answer) held a handler goroutine per stream until the server's
+// write timeout, 45 s, and could open 1,000 streams per connection. Now a
+// connection takes 128 streams, and an answer not read within
+// --response-write-timeout is cut, which ends its handler.
+func TestSlowReaderH2C(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.ResponseWriteTimeout = 300 * time.Millisecond
+	var in atomic.Int64
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in.Add(1)
+		defer in.Add(-1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 1<<10))
+		_ = http.NewResponseController(w).Flush() // blocks until the client opens its window
+	})
+	addr := serveHTTP(t, cfg, h)
+	c, sf := dialH2C(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != 128 {
+		t.Errorf("the server advertises MAX_CONCURRENT_STREAMS %d (set: %v), want 128 by default", v, ok)
+	}
+	const streams = 100
+	for i := range streams {
+		c.get(t, uint32(2*i+1), "/slow")
+	}
+	testkit.WaitFor(t, 5*time.Second, "every stream in its handler", func() bool { return in.Load() == streams })
+	start := time.Now()
+	testkit.WaitFor(t, 5*time.Second, "the handlers of unread answers ended", func() bool { return in.Load() == 0 })
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("handlers ended %v after their answers were written, want about --response-write-timeout", d)
+	}
+	// The server still serves others.
+	resp, err := http.Get("http://" + addr + "/other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("another client: %d", resp.StatusCode)
+	}
+}
+
+// TestMaxRequests: past --max-requests in flight a request is answered 503
+// with Retry-After at once; the probes still answer; a slot given back is
+// taken again.
+func TestMaxRequests(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.MaxRequests = 3
+	release := make(chan struct{})
+	var in atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/block", func(w http.ResponseWriter, r *http.Request) {
+		in.Add(1)
+		<-release
+	})
+	mux.HandleFunc("/healthz", serveHealth)
+	mux.HandleFunc("/ok", func(http.ResponseWriter, *http.Request) {})
+	addr := serveHTTP(t, cfg, mux)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := testkit.Do(t, "GET", "http://"+addr+"/block", nil); r.Status != 200 {
+				t.Errorf("a blocked request: %s", r)
+			}
+		}()
+	}
+	testkit.WaitFor(t, 5*time.Second, "3 requests in flight", func() bool { return in.Load() == 3 })
+	start := time.Now()
+	r := testkit.Do(t, "GET", "http://"+addr+"/ok", nil)
+	if r.Status != 503 || r.Header.Get("Retry-After") != "2" || !strings.Contains(string(r.Body), "inlet is serving 3 requests, the most it serves at once (--max-requests)") {
+		t.Errorf("a 4th request: %s (Retry-After %q), want 503 with Retry-After 2", r, r.Header.Get("Retry-After"))
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("the refusal took %v, want at once", d)
+	}
+	if r := testkit.Do(t, "GET", "http://"+addr+"/healthz", nil); r.Status != 200 {
+		t.Errorf("/healthz when full: %s, want 200", r)
+	}
+	close(release)
+	wg.Wait()
+	if r := testkit.Do(t, "GET", "http://"+addr+"/ok", nil); r.Status != 200 {
+		t.Errorf("after the slots came back: %s, want 200", r)
+	}
+	if got := DefaultConfig().maxRequests(); got != 4096 {
+		t.Errorf("default --max-requests %d, want 4096 (64 MiB / 16 KiB)", got)
+	}
+}
+
+// TestConnBudgetShare: every request of one connection carries the same
+// membudget.Conn, HTTP/2 streams too, so ingest can bound what one
+// connection holds; another connection has its own.
+func TestConnBudgetShare(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string][]*membudget.Conn{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[r.URL.Query().Get("c")] = append(seen[r.URL.Query().Get("c")], membudget.ConnFrom(r.Context()))
+	})
+	addr := serveHTTP(t, DefaultConfig(), h)
+	for _, client := range []string{"h2c", "h1"} {
+		tr := &http.Transport{Protocols: new(http.Protocols)}
+		if client == "h2c" {
+			tr.Protocols.SetUnencryptedHTTP2(true)
+		} else {
+			tr.Protocols.SetHTTP1(true)
+		}
+		for range 2 {
+			req, _ := http.NewRequestWithContext(context.Background(), "GET", "http://"+addr+"/?c="+client, nil)
+			resp, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		tr.CloseIdleConnections()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	h2, h1 := seen["h2c"], seen["h1"]
+	if len(h2) != 2 || len(h1) != 2 || h2[0] == nil || h1[0] == nil {
+		t.Fatalf("connections seen: h2c %v, h1 %v", h2, h1)
+	}
+	if h2[0] != h2[1] || h1[0] != h1[1] {
+		t.Errorf("requests of one connection have different Conns: h2c %p %p, h1 %p %p", h2[0], h2[1], h1[0], h1[1])
+	}
+	if h2[0] == h1[0] {
+		t.Error("two connections share one Conn")
+	}
+}
