@@ -9,8 +9,17 @@
 //	cursor       where delivery stands; an optimization (a lost or stale
 //	             cursor only means records are sent again, never skipped)
 //	lock         held (flock) by the one process using the spool
+//	<base>.seg.corrupt[.N]
+//	             a damaged segment as it was before the spool cut the damage
+//	             out (on open) or gave up its records (the forwarder)
+//	parked/records
+//	             records Kafka refused for good, and the dead-letter path too
+//	             (segment format, the reason in a header)
 //
 // Delivery is at-least-once: a crash re-sends what Kafka may already have.
+// Damage costs only the records it hit: a bad frame inside a segment is cut
+// out and the records after it kept; they are counted
+// (inlet_spool_quarantined_records_total) and logged with their number.
 package spool
 
 import (
@@ -100,9 +109,11 @@ var (
 	ErrClosed = errors.New("spool: closed")
 	// ErrWrite: writing to disk failed; the events were not stored. The
 	// error wraps the operating system's too (errors.Is(err,
-	// syscall.ENOSPC) holds on a full disk). After a failed fsync, or a
-	// failed write that could not be cut back, every later Append fails
-	// with it, and Stats().Failed says why.
+	// syscall.ENOSPC) holds on a full disk). A failed write, or a failed
+	// start of the next segment (EMFILE, ENOSPC), fails only its request:
+	// the next Append tries again. After a failed fsync, or a failed write
+	// that could not be cut back, every later Append fails with it, and
+	// Stats().Failed (and Failed) say why: only a restart helps.
 	ErrWrite = errors.New("spool: write failed")
 )
 
@@ -179,7 +190,8 @@ type Spool struct {
 }
 
 // Open opens (creating if needed) the spool in cfg.Dir, recovers what is
-// there — a torn or corrupt tail is logged and cut at the last good record —
+// there — a torn or corrupt tail is cut at the last good record, a bad frame
+// inside a segment is cut out, each logged, the segment quarantined first —
 // and starts its writer. metrics may be nil.
 func Open(cfg Config, log *slog.Logger, metrics *Metrics) (*Spool, error) {
 	fsys := cfg.FS
