@@ -185,7 +185,7 @@ func (g *Gateway) startSink() (ingest.Sink, error) {
 		}
 		return nil
 	})
-	g.fwd = spool.StartForwarder(s, forwarding{g.prod}, g.cfg.Forwarder, g.log)
+	g.fwd = spool.StartForwarder(s, forwarding{g.prod}, g.forwarderConfig(), g.log)
 	g.lc.started("spool forwarder", weightSpoolRead, func(ctx context.Context) error {
 		g.drainSpool(ctx)
 		g.fwd.Stop(ctx)
