@@ -24,7 +24,7 @@ func FuzzUnmarshal(f *testing.F) {
 			}
 			return
 		}
-		if !validStatus(rep.Status) {
+		if !ValidStatus(rep.Status) {
 			t.Fatalf("decoded invalid status %d", rep.Status)
 		}
 		again, err := Unmarshal(rep.Marshal())
@@ -59,7 +59,7 @@ func FuzzParseReply(f *testing.F) {
 			}
 			return
 		}
-		if rep.ID == "" || !validStatus(rep.Status) {
+		if rep.ID == "" || !ValidStatus(rep.Status) {
 			t.Fatalf("decoded %+v: no id or an invalid status", rep)
 		}
 		rec := ReplyRecord("replies", rep)

@@ -9,10 +9,13 @@ import (
 	"math"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/membudget"
 )
 
 // Producer hands request records to Kafka.
@@ -42,7 +45,28 @@ type Config struct {
 	MaxInFlight  int           // waiting requests; 503 past it
 	MaxBodyBytes int64         // request body (413 past it)
 	RetryAfter   time.Duration
+	// ForwardHeaders are the credential headers (Authorization, Cookie)
+	// copied into request records anyway; by default they are not, since
+	// a request topic keeps what it holds for its retention, readable by
+	// whoever may read the topic. Proxy-Authorization is never copied.
+	ForwardHeaders []string
+	// ForwardQuery copies the query string into request records; by
+	// default it is not (it carries secrets too: tokens, signatures).
+	ForwardQuery bool
+	// Budget is charged the request bodies held in memory, from their
+	// first byte read until Kafka took them; past it a call is answered
+	// 503. The gateway passes the one its ingest endpoint charges; nil
+	// means a budget of the handler's own of DefaultBudgetBytes.
+	Budget *membudget.Budget
 }
+
+// DefaultBudgetBytes is the size of the handler's own body budget when
+// Config.Budget is nil: ingest's default --max-inflight-bytes.
+const DefaultBudgetBytes = 64 << 20
+
+// credentialHeaders are the request headers withheld from request records
+// unless Config.ForwardHeaders names them.
+var credentialHeaders = []string{"Authorization", "Cookie"}
 
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
@@ -59,6 +83,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rpc: timeout %v and max timeout %v: want 0 < timeout <= max", c.Timeout, c.MaxTimeout)
 	case c.MaxInFlight <= 0 || c.MaxBodyBytes <= 0:
 		return errors.New("rpc: max in flight and max body must be positive")
+	case c.Budget != nil && c.Budget.Max() < c.MaxBodyBytes:
+		return fmt.Errorf("rpc: max body bytes (%d) is above the in-flight body budget (%d)", c.MaxBodyBytes, c.Budget.Max())
+	}
+	for _, h := range c.ForwardHeaders {
+		if !slices.Contains(credentialHeaders, http.CanonicalHeaderKey(h)) {
+			return fmt.Errorf("rpc: forward header %q: only %s are withheld, and can be allowed", h, strings.Join(credentialHeaders, " and "))
+		}
 	}
 	for _, s := range c.Services {
 		if s != "*" && !serviceName.MatchString(s) {
@@ -77,14 +108,23 @@ type Handler struct {
 	log       *slog.Logger
 	any       bool
 	services  map[string]bool
+	budget    *membudget.Budget
+	withheld  []string // credential headers not forwarded
 
 	// The requests to produce, handed from the HTTP handlers to sender:
 	// the producer's code path is deep, and run on a handler's goroutine
 	// it grew the goroutine's stack, which the call then holds while it
 	// waits (8 KiB per call in flight instead of 4; see BENCHMARKS.md).
-	sendq   chan *event.Record // EventID is the correlation id
+	sendq   chan outgoing
 	stop    chan struct{}
 	stopped chan struct{}
+}
+
+// outgoing is a request record for the sender, and the bytes of the
+// budget its body holds until Kafka took it or refused it.
+type outgoing struct {
+	rec   *event.Record // EventID is the correlation id
+	taken int64
 }
 
 // sendQueue bounds the requests waiting for the sender goroutine; past
@@ -99,7 +139,15 @@ func NewHandler(cfg Config, r *Router, t Transport, p Producer, log *slog.Logger
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, router: r, transport: t, producer: p, log: log, services: map[string]bool{},
-		sendq: make(chan *event.Record, sendQueue), stop: make(chan struct{}), stopped: make(chan struct{})}
+		budget: cfg.Budget, sendq: make(chan outgoing, sendQueue), stop: make(chan struct{}), stopped: make(chan struct{})}
+	if h.budget == nil {
+		h.budget = membudget.New(max(DefaultBudgetBytes, cfg.MaxBodyBytes))
+	}
+	for _, c := range credentialHeaders {
+		if !slices.ContainsFunc(cfg.ForwardHeaders, func(f string) bool { return http.CanonicalHeaderKey(f) == c }) {
+			h.withheld = append(h.withheld, c)
+		}
+	}
 	for _, s := range cfg.Services {
 		if s == "*" {
 			h.any = true
@@ -116,6 +164,14 @@ func NewHandler(cfg Config, r *Router, t Transport, p Producer, log *slog.Logger
 func (h *Handler) Close() {
 	close(h.stop)
 	<-h.stopped
+	for {
+		select {
+		case o := <-h.sendq:
+			h.budget.Release(o.taken)
+		default:
+			return
+		}
+	}
 }
 
 // sender hands queued requests to the producer until Close.
@@ -123,13 +179,15 @@ func (h *Handler) sender() {
 	defer close(h.stopped)
 	for {
 		select {
-		case rec := <-h.sendq:
+		case o := <-h.sendq:
+			id, taken := o.rec.EventID, o.taken
 			done := func(err error) {
+				h.budget.Release(taken) // Kafka has the body, or never will
 				if err != nil {
-					h.router.Fail(rec.EventID, err)
+					h.router.Fail(id, err)
 				}
 			}
-			if err := h.producer.Produce(rec, done); err != nil {
+			if err := h.producer.Produce(o.rec, done); err != nil {
 				done(err)
 			}
 		case <-h.stop:
@@ -200,8 +258,21 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 		}
 		timeout = min(d, h.cfg.MaxTimeout)
 	}
-	// One deadline for everything, counted from the request's arrival.
+	// One deadline for everything, counted from the request's arrival
+	// (time.Time.Add saturates; FormatDeadline too).
 	deadline := arrived.Add(timeout)
+	// The answer is written by the deadline and a margin, whatever the
+	// server's WriteTimeout: a call may wait up to --rpc-max-timeout, and
+	// one cut by the server's timeout left its caller with a reset
+	// connection (and a retry of work that was done) instead of the reply
+	// or a 504. Not every ResponseWriter can (a test's recorder).
+	_ = http.NewResponseController(w).SetWriteDeadline(deadline.Add(writeMargin))
+	// Checked before the body is read: reading it is what sends a client
+	// waiting on "Expect: 100-continue" the go-ahead to upload it.
+	if r.ContentLength > h.cfg.MaxBodyBytes {
+		w.Header().Set("Connection", "close") // rather than read the body to its end
+		return nil, h.fail(w, http.StatusRequestEntityTooLarge, "body exceeds %d bytes, the limit (Content-Length: %d)", h.cfg.MaxBodyBytes, r.ContentLength)
+	}
 	if err := h.transport.Healthy(); err != nil {
 		return nil, h.busy(w, "replies cannot arrive now: %v", err)
 	}
@@ -211,32 +282,137 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 		return nil, h.busy(w, "%d requests are waiting for replies, the limit; retry later", h.cfg.MaxInFlight)
 	}
 	sent := false
+	var taken int64 // of the budget, given back when the body is done with
 	defer func() {
 		if !sent {
 			h.router.Remove(id)
+			h.budget.Release(taken)
 		}
 	}()
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes))
+	body, err := h.readBody(w, r, &taken)
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
+		switch {
+		case errors.As(err, &mbe):
 			return nil, h.fail(w, http.StatusRequestEntityTooLarge, "body exceeds %d bytes, the limit", mbe.Limit)
+		case errors.Is(err, membudget.ErrExhausted):
+			w.Header().Set("Connection", "close") // rather than read the rest
+			return nil, h.busy(w, "inlet holds too many request bodies in memory; retry later")
 		}
 		return nil, h.fail(w, http.StatusBadRequest, "reading body: %v", err)
 	}
+	query := ""
+	if h.cfg.ForwardQuery {
+		query = r.URL.RawQuery
+	}
+	addr := h.transport.Address()
 	rec := RequestRecord(h.cfg.TopicPrefix+service, Request{ID: id, Service: service, Deadline: deadline,
-		ContentType: r.Header.Get("Content-Type"), Query: r.URL.RawQuery, Headers: r.Header, Body: body,
-		ReplyTo: h.transport.Address()})
+		ContentType: r.Header.Get("Content-Type"), Query: query, Headers: h.forwarded(r.Header), Body: body,
+		ReplyTo: addr, ReplyPartition: replyPartition(addr)})
 	// Produced without waiting for Kafka's acknowledgement (the reply may
 	// well come first); a refused produce ends the wait.
 	select {
-	case h.sendq <- &rec:
+	case h.sendq <- outgoing{rec: &rec, taken: taken}:
 	default:
 		return nil, h.busy(w, "%d requests are waiting to be sent to kafka, the limit; retry later", sendQueue)
 	}
 	sent = true
 	return &call{id: id, service: service, timeout: timeout, deadline: deadline, replies: replies}, 0
+}
+
+// writeMargin is how long past its deadline a call's answer may take to
+// be written.
+const writeMargin = 10 * time.Second
+
+// replyPartition is the partition of the reply topic a reply to addr goes
+// to: 0 on Kafka (a reply topic has at least that one; KafkaTransport makes
+// it with only that one, and reads every partition it has), none on Redis.
+func replyPartition(addr Address) int32 {
+	if addr.Kind == "kafka" {
+		return 0
+	}
+	return -1
+}
+
+// readBody reads r's body, charging the memory it holds to the budget as
+// the body arrives, and adding what it charged to *taken, which the caller
+// releases: a stalled upload holds what it sent, not what it announced
+// (but one announcing more than the budget has room for is refused before
+// it is read).
+// The buffer doubles as it fills, up to the Content-Length when there is
+// one (never past it), and what is charged is its capacity. Past the
+// budget it fails with membudget.ErrExhausted, past MaxBodyBytes with an
+// *http.MaxBytesError.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, taken *int64) ([]byte, error) {
+	limit := h.cfg.MaxBodyBytes
+	if r.ContentLength >= 0 { // at most MaxBodyBytes: checked before
+		limit = r.ContentLength
+	}
+	// Before the first read sends a waiting client "100 Continue": a body
+	// that does not fit the budget's room now is not asked for.
+	if r.ContentLength > h.budget.Max()-h.budget.Used() {
+		return nil, membudget.ErrExhausted
+	}
+	src := http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)
+	var buf []byte
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) == limit {
+				// Full: the body must end here.
+				var one [1]byte
+				n, err := io.ReadFull(src, one[:])
+				switch {
+				case n == 0 && (err == io.EOF || err == io.ErrUnexpectedEOF):
+					return buf, nil
+				case err == nil:
+					// More than Content-Length: net/http does not let
+					// that happen; a body that r carries otherwise might.
+					return nil, &http.MaxBytesError{Limit: limit}
+				}
+				return nil, err
+			}
+			grow := min(max(2*int64(cap(buf)), 4<<10), limit) - int64(cap(buf))
+			if !h.budget.Take(grow) {
+				return nil, membudget.ErrExhausted
+			}
+			*taken += grow
+			nb := make([]byte, len(buf), cap(buf)+int(grow))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		switch {
+		case err == io.EOF:
+			if r.ContentLength >= 0 && int64(len(buf)) < r.ContentLength {
+				return nil, io.ErrUnexpectedEOF
+			}
+			return buf, nil
+		case err != nil:
+			return nil, err
+		}
+	}
+}
+
+// forwarded is the request headers a request record carries: hdr without
+// the credential headers not allowed by Config.ForwardHeaders. It copies
+// hdr only when there is one to take out.
+func (h *Handler) forwarded(hdr http.Header) http.Header {
+	var out http.Header
+	for _, k := range h.withheld {
+		if _, ok := hdr[k]; !ok {
+			continue
+		}
+		if out == nil {
+			out = hdr.Clone()
+		}
+		delete(out, k)
+	}
+	if out == nil {
+		return hdr
+	}
+	return out
 }
 
 // wait answers c with its reply, or its failure: the produce refused, the
@@ -265,8 +441,9 @@ func (h *Handler) answer(w http.ResponseWriter, rep Reply) int {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	if !validStatus(status) {
-		return h.fail(w, http.StatusBadGateway, "the worker answered an invalid status %d", rep.Status)
+	if !ValidStatus(status) {
+		h.router.metrics.Malformed.Inc()
+		return h.fail(w, http.StatusBadGateway, "the worker answered status %d; a reply must carry a final HTTP status, 200 to 599", rep.Status)
 	}
 	if rep.ContentType != "" {
 		w.Header().Set("Content-Type", rep.ContentType)
@@ -278,19 +455,22 @@ func (h *Handler) answer(w http.ResponseWriter, rep Reply) int {
 }
 
 // parseTimeout reads Inlet-Timeout: a Go duration (1.5s, 250ms) or whole
-// milliseconds, positive and at most math.MaxInt64 nanoseconds (292 years);
-// the caller caps it to Config.MaxTimeout.
+// milliseconds, positive; the caller caps it to Config.MaxTimeout. A number
+// of milliseconds past what a Duration holds (292 years) saturates to the
+// greatest Duration rather than wrapping around (18446744073710 ms became
+// 448 µs when it wrapped).
 func parseTimeout(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		ms, perr := strconv.ParseInt(v, 10, 64)
 		switch {
-		case errors.Is(perr, strconv.ErrRange) || ms > math.MaxInt64/int64(time.Millisecond):
-			return 0, errors.New("out of range: at most 292 years")
+		case errors.Is(perr, strconv.ErrRange) && !strings.HasPrefix(v, "-"),
+			perr == nil && ms > math.MaxInt64/int64(time.Millisecond):
+			return math.MaxInt64, nil
+		case errors.Is(perr, strconv.ErrRange), perr == nil && ms <= 0:
+			return 0, errors.New("must be positive")
 		case perr != nil:
 			return 0, errors.New("want a duration such as 2s or 500ms, or milliseconds")
-		case ms <= 0:
-			return 0, errors.New("must be positive")
 		}
 		d = time.Duration(ms) * time.Millisecond
 	}

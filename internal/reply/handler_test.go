@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -144,6 +145,12 @@ func post(service, body string, headers ...string) *http.Request {
 	return r
 }
 
+// chunked makes r a request of unknown length, as a chunked one is.
+func chunked(r *http.Request) *http.Request {
+	r.ContentLength = -1
+	return r
+}
+
 // errorOf is the message of a JSON error answer.
 func errorOf(tb testing.TB, w *httptest.ResponseRecorder) string {
 	tb.Helper()
@@ -157,10 +164,27 @@ func errorOf(tb testing.TB, w *httptest.ResponseRecorder) string {
 	return e.Error
 }
 
+// TestHandlerForwardsHeaders: what a request record carries of the HTTP
+// request. Credentials and the query string are withheld unless allowed
+// (the request topic keeps them for its retention; they were copied).
 func TestHandlerForwardsHeaders(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, nil)
+	for _, allowed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("credentials allowed=%v", allowed), func(t *testing.T) {
+			t.Parallel()
+			testForwardHeaders(t, allowed)
+		})
+	}
+}
+
+func testForwardHeaders(t *testing.T, allowed bool) {
+	f := newFixture(t, func(c *Config) {
+		if allowed {
+			c.ForwardHeaders, c.ForwardQuery = []string{"authorization", "Cookie"}, true
+		}
+	})
 	r := post("billing", `{"n":1}`,
+		"Cookie", "session=s3cret",
 		"Content-Type", "application/json",
 		"X-Trace-Id", "t1",
 		"Authorization", "Bearer x",
@@ -199,10 +223,14 @@ func TestHandlerForwardsHeaders(t *testing.T) {
 	want := map[string]string{
 		HeaderService:        "billing",
 		HeaderContentType:    "application/json",
-		HeaderQuery:          "a=1&b=2",
+		HeaderReplyPartition: "0",
 		"http-x-trace-id":    "t1",
-		"http-authorization": "Bearer x",
 		"http-accept":        "text/plain, application/json",
+	}
+	if allowed {
+		want[HeaderQuery] = "a=1&b=2"
+		want["http-authorization"] = "Bearer x"
+		want["http-cookie"] = "session=s3cret"
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("headers\n got %v\nwant %v", got, want)
@@ -224,9 +252,11 @@ func TestHandlerTimeout(t *testing.T) {
 		{header: "6s", want: 5 * time.Second}, // capped to MaxTimeout
 		{header: "2562047h", want: 5 * time.Second},
 		{header: "9223372036854", want: 5 * time.Second}, // the most milliseconds a Duration holds
-		{header: "9223372036855", wantErr: "out of range"},
-		{header: "18446744073710", wantErr: "out of range"}, // times 1e6, it wrapped to 448µs
-		{header: "99999999999999999999", wantErr: "out of range"},
+		// Past a Duration, milliseconds saturate (and are capped).
+		{header: "9223372036855", want: 5 * time.Second},
+		{header: "18446744073710", want: 5 * time.Second}, // times 1e6, it wrapped to 448µs
+		{header: "99999999999999999999", want: 5 * time.Second},
+		{header: "-99999999999999999999", wantErr: "must be positive"},
 		{header: "0", wantErr: "must be positive"},
 		{header: "0s", wantErr: "must be positive"},
 		{header: "-1s", wantErr: "must be positive"},
@@ -296,6 +326,14 @@ func TestHandlerRejects(t *testing.T) {
 		{name: "body over the limit", req: post("billing", strings.Repeat("x", 65)),
 			want: 413, wantMsg: "body exceeds 64 bytes, the limit"},
 		{name: "body at the limit", req: post("billing", strings.Repeat("x", 64)), want: 200, produced: true},
+		{name: "chunked body over the limit", req: chunked(post("billing", strings.Repeat("x", 65))),
+			want: 413, wantMsg: "body exceeds 64 bytes, the limit"},
+		{name: "chunked body at the limit", req: chunked(post("billing", strings.Repeat("x", 64))), want: 200, produced: true},
+		{name: "body shorter than its Content-Length", req: func() *http.Request {
+			r := post("billing", "xx")
+			r.ContentLength = 3
+			return r
+		}(), want: 400, wantMsg: "reading body: unexpected EOF"},
 		{name: "in-flight cap reached", edit: func(f *fixture) {
 			if _, err := f.router.Add("other"); err != nil {
 				f.tb.Fatal(err)
@@ -315,7 +353,24 @@ func TestHandlerRejects(t *testing.T) {
 		}, req: post("billing", "x"), want: 502, wantMsg: "the worker failed: database unreachable", produced: true},
 		{name: "worker answered an invalid status", edit: func(f *fixture) {
 			f.producer.worker = func(Request) (Reply, bool) { return Reply{Status: 42}, true }
-		}, req: post("billing", "x"), want: 502, wantMsg: "the worker answered an invalid status 42", produced: true},
+		}, req: post("billing", "x"), want: 502, wantMsg: "the worker answered status 42; a reply must carry a final HTTP status, 200 to 599", produced: true},
+		// A 101 was passed on as Switching Protocols: a proxy in front
+		// would have switched the connection to a raw tunnel.
+		{name: "worker answered 101", edit: func(f *fixture) {
+			f.producer.worker = func(Request) (Reply, bool) { return Reply{Status: 101}, true }
+		}, req: post("billing", "x"), want: 502, wantMsg: "the worker answered status 101", produced: true},
+		{name: "worker answered 100", edit: func(f *fixture) {
+			f.producer.worker = func(Request) (Reply, bool) { return Reply{Status: 100}, true }
+		}, req: post("billing", "x"), want: 502, wantMsg: "the worker answered status 100", produced: true},
+		{name: "worker answered 199", edit: func(f *fixture) {
+			f.producer.worker = func(Request) (Reply, bool) { return Reply{Status: 199}, true }
+		}, req: post("billing", "x"), want: 502, wantMsg: "the worker answered status 199", produced: true},
+		{name: "worker answered 600", edit: func(f *fixture) {
+			f.producer.worker = func(Request) (Reply, bool) { return Reply{Status: 600}, true }
+		}, req: post("billing", "x"), want: 502, wantMsg: "the worker answered status 600", produced: true},
+		{name: "worker answered 599", edit: func(f *fixture) {
+			f.producer.worker = func(Request) (Reply, bool) { return Reply{Status: 599}, true }
+		}, req: post("billing", "x"), want: 599, produced: true},
 		{name: "worker answered 0", edit: func(f *fixture) {
 			f.producer.worker = func(Request) (Reply, bool) { return Reply{Body: []byte("ok")}, true }
 		}, req: post("billing", "x"), want: 200, produced: true},

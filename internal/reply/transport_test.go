@@ -68,7 +68,7 @@ func TestKafkaTransport(t *testing.T) {
 	if got := waitReply(t, ok); got.Status != 201 || got.ContentType != "text/plain" || string(got.Body) != "made" || got.Err != "" {
 		t.Errorf("reply %+v", got)
 	}
-	if got := waitReply(t, bad); got.Err != `reply: malformed reply: inlet-status "abc": want a decimal from 100 to 999 (or 0, meaning 200)` {
+	if got := waitReply(t, bad); got.Err != `reply: malformed reply: inlet-status "abc": want a final HTTP status, 200 to 599 (or 0, meaning 200)` {
 		t.Errorf("malformed reply delivered as %+v", got)
 	}
 	if n := testutil.ToFloat64(router.metrics.Malformed); n != 2 {
@@ -114,7 +114,7 @@ func TestRedisTransport(t *testing.T) {
 	if got := waitReply(t, ok); got.Status != 201 || got.ContentType != "text/plain" || string(got.Body) != "made" || got.Err != "" {
 		t.Errorf("reply %+v", got)
 	}
-	if got := waitReply(t, bad); got.Err != "reply: malformed reply: status: want 0 or 100 to 999" {
+	if got := waitReply(t, bad); got.Err != "reply: malformed reply: status 42: want a final HTTP status, 200 to 599 (or 0, meaning 200)" {
 		t.Errorf("malformed reply delivered as %+v", got)
 	}
 	if n := testutil.ToFloat64(router.metrics.Malformed); n != 2 {

@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -24,14 +25,18 @@ import (
 // The deadline is wall-clock time: keep the clocks of gateways and workers
 // in sync (NTP); skew moves the moment a worker gives up on a request.
 //
-// A reply goes to the address's topic keyed by the correlation id (inlet
-// reads its reply topic's one partition), or is PUBLISHed to the channel.
+// A reply goes to the address's topic, to the partition inlet-reply-partition
+// names when the request has it (else by the correlation id: inlet reads
+// every partition of its reply topic), or is PUBLISHed to the channel.
 // A reply carries a status, a content type and a body, no other headers;
 // on Kafka it must fit the broker's record limit (1 MB by default).
 const (
 	HeaderCorrelationID = "inlet-correlation-id"
 	// HeaderReplyTo is where the reply goes: an Address.
 	HeaderReplyTo = "inlet-reply-to"
+	// HeaderReplyPartition, on a request with a kafka: address, is the
+	// partition of the reply topic the reply goes to, in decimal.
+	HeaderReplyPartition = "inlet-reply-partition"
 	// HeaderDeadline is when the caller stops waiting, in Unix milliseconds.
 	HeaderDeadline = "inlet-deadline"
 	HeaderService  = "inlet-service"
@@ -71,8 +76,24 @@ func ParseAddress(s string) (Address, error) {
 	return Address{Kind: kind, Name: name}, nil
 }
 
-// FormatDeadline and ParseDeadline convert the inlet-deadline header.
-func FormatDeadline(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+// FormatDeadline and ParseDeadline convert the inlet-deadline header. A time
+// past what Unix milliseconds hold saturates (to the greatest or least
+// int64) instead of wrapping around into the past.
+func FormatDeadline(t time.Time) string {
+	switch {
+	case t.After(maxDeadline):
+		return strconv.FormatInt(math.MaxInt64, 10)
+	case t.Before(minDeadline):
+		return strconv.FormatInt(math.MinInt64, 10)
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
+}
+
+// The times whose Unix milliseconds fit an int64.
+var (
+	maxDeadline = time.UnixMilli(math.MaxInt64)
+	minDeadline = time.UnixMilli(math.MinInt64)
+)
 
 // ParseDeadline parses an inlet-deadline header.
 func ParseDeadline(s string) (time.Time, error) {
@@ -116,9 +137,11 @@ func appendString(b []byte, s string) []byte {
 // ErrMalformed is returned for a reply that cannot be decoded.
 var ErrMalformed = errors.New("reply: malformed reply")
 
-// validStatus reports whether a reply may carry status: 0 (meaning 200) or
-// an HTTP status from 100 to 999.
-func validStatus(status int) bool { return status == 0 || (status >= 100 && status <= 999) }
+// ValidStatus reports whether a reply may carry status: 0 (meaning 200) or a
+// final HTTP status, 200 to 599. An informational 1xx is not an answer (a
+// 101 passed on would have a proxy in front switch protocols), and codes
+// past 599 are not HTTP's.
+func ValidStatus(status int) bool { return status == 0 || (status >= 200 && status <= 599) }
 
 // Unmarshal decodes what Marshal encoded. Body aliases b. On an invalid
 // status, the Reply returned with the error holds the correlation id, so
@@ -134,8 +157,8 @@ func Unmarshal(b []byte) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w: id", ErrMalformed)
 	}
 	st, n := binary.Uvarint(b)
-	if n <= 0 || st > 999 || !validStatus(int(st)) {
-		return Reply{ID: r.ID}, fmt.Errorf("%w: status: want 0 or 100 to 999", ErrMalformed)
+	if n <= 0 || st > 599 || !ValidStatus(int(st)) {
+		return Reply{ID: r.ID}, fmt.Errorf("%w: status %d: want a final HTTP status, 200 to 599 (or 0, meaning 200)", ErrMalformed, st)
 	}
 	r.Status, b = int(st), b[n:]
 	if r.ContentType, b, ok = readString(b); !ok {

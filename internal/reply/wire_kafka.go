@@ -34,6 +34,9 @@ type Request struct {
 	Headers     http.Header // the forwarded HTTP request headers (http-* record headers, prefix stripped)
 	Body        []byte
 	ReplyTo     Address // where the reply goes
+	// ReplyPartition is the partition of a kafka: reply topic the reply
+	// goes to; -1 when the request names none (then any partition will do).
+	ReplyPartition int32
 }
 
 // ErrMalformedRequest is returned for a request record that cannot be
@@ -48,7 +51,9 @@ var notForwarded = map[string]bool{"Connection": true, "Keep-Alive": true, "Tran
 	"Proxy-Authenticate": true, "Content-Length": true, "Host": true, "Content-Type": true, "Inlet-Timeout": true}
 
 // RequestRecord is req's request record on topic: key and inlet-correlation-id
-// req.ID, value req.Body, EventID req.ID. req.Headers are forwarded as
+// req.ID, value req.Body, EventID req.ID; inlet-reply-partition
+// req.ReplyPartition when the reply goes to Kafka and it is not negative.
+// req.Headers are forwarded as
 // http-<name> headers, several values joined with ", ", except hop-by-hop
 // and framing headers, those named by the Connection header, Content-Type
 // (carried by req.ContentType) and Inlet-Timeout. Empty optional fields
@@ -59,6 +64,9 @@ func RequestRecord(topic string, req Request) event.Record {
 		event.Header{Key: HeaderCorrelationID, Value: []byte(req.ID)},
 		event.Header{Key: HeaderReplyTo, Value: []byte(req.ReplyTo.String())},
 		event.Header{Key: HeaderDeadline, Value: []byte(FormatDeadline(req.Deadline))})
+	if req.ReplyTo.Kind == "kafka" && req.ReplyPartition >= 0 {
+		hs = append(hs, event.Header{Key: HeaderReplyPartition, Value: strconv.AppendInt(nil, int64(req.ReplyPartition), 10)})
+	}
 	if req.Service != "" {
 		hs = append(hs, event.Header{Key: HeaderService, Value: []byte(req.Service)})
 	}
@@ -96,9 +104,10 @@ func listed(conn []string, k string) bool {
 // http-* ones add up). A request without a correlation id, or without a
 // valid reply address or deadline, is an error wrapping
 // ErrMalformedRequest; the Request returned then holds what was read (its
-// ID, for a log line). Body aliases value.
+// ID, for a log line). An inlet-reply-partition that is not a partition
+// number is ignored (ReplyPartition -1). Body aliases value.
 func ParseRequest[H RecordHeader](key, value []byte, headers []H, service string) (Request, error) {
-	req := Request{Service: service, Body: value}
+	req := Request{Service: service, Body: value, ReplyPartition: -1}
 	var replyTo, deadline string
 	var haveReplyTo, haveDeadline, haveID bool
 	for _, rh := range headers {
@@ -115,6 +124,11 @@ func ParseRequest[H RecordHeader](key, value []byte, headers []H, service string
 		case k == HeaderDeadline:
 			if !haveDeadline {
 				deadline, haveDeadline = string(h.Value), true
+			}
+		case k == HeaderReplyPartition:
+			// Not a partition number: the reply goes by its key instead.
+			if p, err := strconv.ParseInt(string(h.Value), 10, 32); err == nil && p >= 0 && req.ReplyPartition < 0 {
+				req.ReplyPartition = int32(p)
 			}
 		case k == HeaderService:
 			if len(h.Value) > 0 {
@@ -156,7 +170,8 @@ func ParseRequest[H RecordHeader](key, value []byte, headers []H, service string
 
 // ReplyRecord is rep's reply record on topic: key and inlet-correlation-id
 // rep.ID, value rep.Body, inlet-status rep.Status, and content-type and
-// inlet-error when set. The record aliases rep.Body.
+// inlet-error when set; its Partition is -1 (none named: the producer picks
+// one; set it to the request's ReplyPartition). The record aliases rep.Body.
 func ReplyRecord(topic string, rep Reply) *kgo.Record {
 	hs := make([]kgo.RecordHeader, 0, 4)
 	hs = append(hs,
@@ -168,13 +183,13 @@ func ReplyRecord(topic string, rep Reply) *kgo.Record {
 	if rep.Err != "" {
 		hs = append(hs, kgo.RecordHeader{Key: HeaderError, Value: []byte(rep.Err)})
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(rep.ID), Value: rep.Body, Headers: hs}
+	return &kgo.Record{Topic: topic, Partition: -1, Key: []byte(rep.ID), Value: rep.Body, Headers: hs}
 }
 
 // ParseReply decodes a reply record. The correlation id comes from its
 // header, else from the key; of a header given twice, the first counts. A
 // missing inlet-status means 0 (200). A reply without a correlation id, or
-// with a status that is not a decimal 100 to 999 (or 0), is an error wrapping
+// with a status that is not a decimal 200 to 599 (or 0), is an error wrapping
 // ErrMalformed; the Reply returned then holds the correlation id if there
 // was one, so that its caller can be told. Body aliases value.
 func ParseReply[H RecordHeader](key, value []byte, headers []H) (Reply, error) {
@@ -210,8 +225,8 @@ func ParseReply[H RecordHeader](key, value []byte, headers []H) (Reply, error) {
 	}
 	if haveStatus {
 		st, err := strconv.Atoi(status)
-		if err != nil || !validStatus(st) {
-			return Reply{ID: rep.ID}, fmt.Errorf("%w: %s %q: want a decimal from 100 to 999 (or 0, meaning 200)", ErrMalformed, HeaderStatus, status)
+		if err != nil || !ValidStatus(st) {
+			return Reply{ID: rep.ID}, fmt.Errorf("%w: %s %q: want a final HTTP status, 200 to 599 (or 0, meaning 200)", ErrMalformed, HeaderStatus, status)
 		}
 		rep.Status = st
 	}

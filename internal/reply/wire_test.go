@@ -3,6 +3,7 @@ package reply
 import (
 	"bytes"
 	"errors"
+	"math"
 	"net/http"
 	"reflect"
 	"strings"
@@ -36,10 +37,18 @@ func TestRequestRoundTrip(t *testing.T) {
 		{name: "full", req: Request{
 			ID: "c1", Service: "billing", Deadline: deadline, ContentType: "application/json", Query: "a=1&b=2",
 			Headers: http.Header{"X-Trace-Id": {"t1"}, "Authorization": {"Bearer x"}},
-			Body:    []byte(`{"n":1}`), ReplyTo: Address{Kind: "kafka", Name: "inlet.replies.a"},
+			Body:    []byte(`{"n":1}`), ReplyTo: Address{Kind: "kafka", Name: "inlet.replies.a"}, ReplyPartition: 2,
 		}},
 		{name: "minimal, redis", req: Request{ID: "c2", Service: "svc", Deadline: deadline,
-			ReplyTo: Address{Kind: "redis", Name: "inlet:replies:7"}}},
+			ReplyTo: Address{Kind: "redis", Name: "inlet:replies:7"}, ReplyPartition: -1}},
+		{name: "redis has no partition", req: Request{ID: "c5", Service: "svc", Deadline: deadline,
+			ReplyTo: Address{Kind: "redis", Name: "inlet:replies:7"}, ReplyPartition: 3},
+			want: Request{ID: "c5", Service: "svc", Deadline: deadline,
+				ReplyTo: Address{Kind: "redis", Name: "inlet:replies:7"}, ReplyPartition: -1}},
+		{name: "deadline past Unix milliseconds saturates", req: Request{ID: "c6", Service: "svc",
+			Deadline: time.Unix(1<<62, 0), ReplyTo: Address{Kind: "kafka", Name: "r"}, ReplyPartition: -1},
+			want: Request{ID: "c6", Service: "svc", Deadline: time.UnixMilli(math.MaxInt64),
+				ReplyTo: Address{Kind: "kafka", Name: "r"}, ReplyPartition: -1}},
 		{name: "several values joined", req: Request{ID: "c3", Service: "svc", Deadline: deadline,
 			Headers: http.Header{"Accept": {"text/plain", "application/json"}}, ReplyTo: Address{Kind: "kafka", Name: "r"}},
 			want: Request{ID: "c3", Service: "svc", Deadline: deadline,
@@ -52,9 +61,9 @@ func TestRequestRoundTrip(t *testing.T) {
 				"Trailer": {"X-T"}, "Proxy-Connection": {"close"}, "Proxy-Authenticate": {"Basic"},
 				"X-Kept": {"yes"}, "Empty": {},
 			},
-			ReplyTo: Address{Kind: "kafka", Name: "r"}},
+			ReplyTo: Address{Kind: "kafka", Name: "r"}, ReplyPartition: -1},
 			want: Request{ID: "c4", Service: "svc", Deadline: deadline, ContentType: "text/plain",
-				Headers: http.Header{"X-Kept": {"yes"}}, ReplyTo: Address{Kind: "kafka", Name: "r"}}},
+				Headers: http.Header{"X-Kept": {"yes"}}, ReplyTo: Address{Kind: "kafka", Name: "r"}, ReplyPartition: -1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,6 +109,7 @@ func TestParseRequest(t *testing.T) {
 		hdr(HeaderCorrelationID, "c1"),
 		hdr(HeaderReplyTo, "kafka:replies.a"),
 		hdr(HeaderDeadline, ms),
+		hdr(HeaderReplyPartition, "1"),
 		hdr(HeaderService, "billing"),
 		hdr(HeaderQuery, "a=1&b=2"),
 		hdr(HeaderContentType, "application/json"),
@@ -123,9 +133,10 @@ func TestParseRequest(t *testing.T) {
 	fullReq := Request{
 		ID: "c1", Service: "billing", Deadline: deadline, ContentType: "application/json", Query: "a=1&b=2",
 		Headers: http.Header{"X-Trace-Id": {"t1"}, "Accept": {"text/plain", "application/json"}},
-		Body:    []byte("body"), ReplyTo: Address{Kind: "kafka", Name: "replies.a"},
+		Body:    []byte("body"), ReplyTo: Address{Kind: "kafka", Name: "replies.a"}, ReplyPartition: 1,
 	}
 	withID := func(id string) Request { r := fullReq; r.ID = id; return r }
+	withPartition := func(p int32) Request { r := fullReq; r.ReplyPartition = p; return r }
 	tests := []struct {
 		name    string
 		key     string
@@ -152,7 +163,12 @@ func TestParseRequest(t *testing.T) {
 		{name: "minimal, redis", headers: []event.Header{
 			hdr(HeaderCorrelationID, "c2"), hdr(HeaderReplyTo, "redis:inlet.7"), hdr(HeaderDeadline, ms),
 		}, want: Request{ID: "c2", Service: "svc", Deadline: deadline, Body: []byte("body"),
-			ReplyTo: Address{Kind: "redis", Name: "inlet.7"}}},
+			ReplyTo: Address{Kind: "redis", Name: "inlet.7"}, ReplyPartition: -1}},
+		{name: "no reply partition", key: "c1", headers: without(HeaderReplyPartition), want: withPartition(-1)},
+		{name: "reply partition not a number", key: "c1", headers: with(HeaderReplyPartition, "x"), want: withPartition(-1)},
+		{name: "negative reply partition", key: "c1", headers: with(HeaderReplyPartition, "-1"), want: withPartition(-1)},
+		{name: "reply partition past int32", key: "c1", headers: with(HeaderReplyPartition, "2147483648"), want: withPartition(-1)},
+		{name: "first reply partition counts", key: "c1", headers: first(HeaderReplyPartition, "7"), want: withPartition(7)},
 		{name: "no id", headers: without(HeaderCorrelationID), wantErr: "no inlet-correlation-id header or record key"},
 		{name: "no headers at all", wantErr: "no inlet-correlation-id"},
 		{name: "no reply-to", key: "c1", headers: without(HeaderReplyTo), wantErr: "no inlet-reply-to header", wantID: "c1"},
@@ -255,7 +271,14 @@ func TestParseReply(t *testing.T) {
 		{name: "no id", headers: []event.Header{hdr(HeaderStatus, "200")}, wantErr: "no inlet-correlation-id header or record key"},
 		{name: "empty id, no key", headers: []event.Header{hdr(HeaderCorrelationID, "")}, wantErr: "no inlet-correlation-id"},
 		{name: "status not a number", key: "k1", headers: []event.Header{hdr(HeaderStatus, "OK")},
-			wantErr: `inlet-status "OK": want a decimal from 100 to 999`, wantID: "k1"},
+			wantErr: `inlet-status "OK": want a final HTTP status, 200 to 599`, wantID: "k1"},
+		// A 1xx is not an answer: 101 passed on had a proxy switch protocols.
+		{name: "status 100", key: "k1", headers: []event.Header{hdr(HeaderStatus, "100")}, wantErr: `inlet-status "100"`, wantID: "k1"},
+		{name: "status 101", key: "k1", headers: []event.Header{hdr(HeaderStatus, "101")}, wantErr: `inlet-status "101"`, wantID: "k1"},
+		{name: "status 199", key: "k1", headers: []event.Header{hdr(HeaderStatus, "199")}, wantErr: `inlet-status "199"`, wantID: "k1"},
+		{name: "status 200", key: "k1", headers: []event.Header{hdr(HeaderStatus, "200")}, want: Reply{ID: "k1", Status: 200, Body: []byte("body")}},
+		{name: "status 599", key: "k1", headers: []event.Header{hdr(HeaderStatus, "599")}, want: Reply{ID: "k1", Status: 599, Body: []byte("body")}},
+		{name: "status 600", key: "k1", headers: []event.Header{hdr(HeaderStatus, "600")}, wantErr: `inlet-status "600"`, wantID: "k1"},
 		{name: "empty status", key: "k1", headers: []event.Header{hdr(HeaderStatus, "")}, wantErr: `inlet-status ""`, wantID: "k1"},
 		{name: "status 0 means 200", key: "k1", headers: []event.Header{hdr(HeaderStatus, "0")}, want: Reply{ID: "k1", Body: []byte("body")}},
 		{name: "status 99", key: "k1", headers: []event.Header{hdr(HeaderStatus, "99")}, wantErr: `inlet-status "99"`, wantID: "k1"},
@@ -303,7 +326,7 @@ func TestReplyMarshal(t *testing.T) {
 		{ID: "01a2", Status: 200, ContentType: "application/json", Body: []byte(`{"ok":true}`)},
 		{ID: "x", Status: 502, Err: "no such order"},
 		{ID: "empty"},
-		{ID: string(bytes.Repeat([]byte("i"), 300)), Status: 999, Body: bytes.Repeat([]byte{0, 'R', 1}, 1000)},
+		{ID: string(bytes.Repeat([]byte("i"), 300)), Status: 599, Body: bytes.Repeat([]byte{0, 'R', 1}, 1000)},
 	} {
 		got, err := Unmarshal(rep.Marshal())
 		if err != nil {
@@ -321,6 +344,8 @@ func TestReplyMarshal(t *testing.T) {
 		"id past the end":  {'R', 1, 50, 'a'},
 		"status too large": {'R', 1, 1, 'a', 0xe8, 0x07}, // 1000
 		"status 99":        {'R', 1, 1, 'a', 99, 0, 0},
+		"status 101":       {'R', 1, 1, 'a', 101, 0, 0},
+		"status 600":       {'R', 1, 1, 'a', 0xd8, 0x04, 0, 0},
 		"cut status":       {'R', 1, 1, 'a', 0x80},
 		"no content type":  {'R', 1, 1, 'a', 200, 1},
 		"cut error":        good[:len(good)-len("body")-1],
@@ -352,6 +377,19 @@ func TestAddressAndDeadline(t *testing.T) {
 	got, err := ParseDeadline(FormatDeadline(d))
 	if err != nil || !got.Equal(d) {
 		t.Fatalf("deadline round trip: %v %v", got, err)
+	}
+	// Past what Unix milliseconds hold, a deadline saturates: it wrapped
+	// around into the past, and the worker dropped the request as expired.
+	for _, tt := range []struct {
+		t    time.Time
+		want string
+	}{
+		{time.Unix(1<<62, 0), "9223372036854775807"},
+		{time.Unix(-1<<62, 0), "-9223372036854775808"},
+	} {
+		if got := FormatDeadline(tt.t); got != tt.want {
+			t.Errorf("FormatDeadline(%v) = %s, want %s", tt.t, got, tt.want)
+		}
 	}
 	if _, err := ParseDeadline("tomorrow"); err == nil {
 		t.Fatal("a deadline that is not Unix milliseconds parsed")
