@@ -58,3 +58,46 @@ func TestAckKafkaTooLargeForTopic(t *testing.T) {
 		t.Errorf("metrics lack %q", want)
 	}
 }
+
+// TestAckSpoolTooLargeForTopic: with ack=spool, an event accepted (under
+// --max-event-bytes) but larger than its topic's max.message.bytes does not
+// block the spool: it goes to the dead-letter topic, whole, with Kafka's
+// reason, and the events spooled before and after it are delivered.
+func TestAckSpoolTooLargeForTopic(t *testing.T) {
+	t.Parallel()
+	if os.Getenv("INLET_TEST_BROKERS") == "" {
+		t.Skip("needs a real Kafka (INLET_TEST_BROKERS): the development broker has no max.message.bytes per topic")
+	}
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "toolarge-")
+	testkit.CreateTopic(t, brokers, topic, 1, map[string]string{"max.message.bytes": "4096"})
+	cfg := gatewaytest.Config(t, brokers, topic)
+	cfg.Ack = gateway.AckSpool
+	g := gatewaytest.Start(t, cfg)
+	gatewaytest.Ready(t, g, 20*time.Second)
+	base := "http://" + g.Addr()
+	post := func(path string, body []byte) testkit.Response {
+		return testkit.Do(t, "POST", base+path, body, "Content-Type", "application/json")
+	}
+
+	if r := post("/v1/batch", testkit.Batch(3, "before", testkit.JSONArray)); r.Status != 200 {
+		t.Fatalf("small events: %s", r)
+	}
+	big := []byte(`{"event":"big","props":{"s":"` + strings.Repeat("x", 8<<10) + `"}}`)
+	if r := post("/v1/track", big); r.Status != 200 {
+		t.Fatalf("a large event with ack=spool: %s, want 200 (spooled)", r)
+	}
+	if r := post("/v1/batch", testkit.Batch(3, "after", testkit.JSONArray)); r.Status != 200 {
+		t.Fatalf("small events after the large one: %s", r)
+	}
+	got := testkit.ConsumeN(t, brokers, topic, 6, 500*time.Millisecond)
+	for _, rec := range got {
+		if strings.Contains(string(rec.Value), `"big"`) {
+			t.Errorf("the refused event is in its topic")
+		}
+	}
+	dl := testkit.ConsumeN(t, brokers, topic+".invalid", 1, 500*time.Millisecond)
+	if !strings.Contains(string(dl[0].Value), strings.Repeat("x", 8<<10)) {
+		t.Errorf("the dead letter does not hold the event whole: %.200s", dl[0].Value)
+	}
+}
