@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/inlet-dev/inlet/internal/gateway"
 	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
 	"github.com/inlet-dev/inlet/internal/testkit"
@@ -468,4 +471,62 @@ func TestRPCStackPerWaitingCall(t *testing.T) {
 	cancel()
 	wg.Wait()
 	testkit.WaitFor(t, 30*time.Second, "no call in flight after the callers left", func() bool { return metric("inlet_rpc_in_flight") == 0 })
+}
+
+// TestRPCReplyTopicRecreated: the reply topic is deleted and recreated with
+// three partitions while the gateway and a worker run. Calls succeed again
+// within seconds, without a restart, and then none times out although the
+// worker replied: the request names the partition its reply goes to, and
+// the gateway reads every partition. Before, calls were answered 503 until
+// both restarted, and then 18 of 30 timed out (the replies went by key to
+// partitions the gateway did not read).
+func TestRPCReplyTopicRecreated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a worker; skipped with -short")
+	}
+	brokers := testkit.Brokers(t)
+	prefix := "rpc." + testkit.Unique(t, "t-") + "."
+	cfg := gatewaytest.Config(t, brokers, testkit.Unique(t, "t-"))
+	cfg.DataDir = t.TempDir()
+	cfg.RPC.Services = []string{"echo"}
+	cfg.RPC.TopicPrefix = prefix
+	cfg.Reply = "kafka"
+	cfg.ReplyTopic = testkit.Unique(t, "inlet.replies.")
+	g := gatewaytest.Start(t, cfg)
+	startWorker(t, brokers, prefix+"echo", "echo", "--echo")
+	url := "http://" + g.Addr() + "/v1/rpc/echo"
+	waitRPC(t, url)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := adm.DeleteTopic(ctx, cfg.ReplyTopic); err != nil {
+		t.Fatal(err)
+	}
+	// Recreated by hand before the gateway makes it again (with one).
+	for {
+		resp, err := adm.CreateTopic(ctx, 3, -1, nil, cfg.ReplyTopic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("recreating the reply topic: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // the deletion takes a moment
+	}
+	recreated := time.Now()
+	testkit.WaitFor(t, 30*time.Second, "a call to succeed after the reply topic was recreated", func() bool {
+		code, _, _ := call(t, http.DefaultClient, url, []byte("ping"), "Inlet-Timeout", "2s")
+		return code == 200
+	})
+	t.Logf("calls succeed again %v after the reply topic was recreated", time.Since(recreated).Round(time.Millisecond))
+	hammer(t, http.DefaultClient, []string{url}, 30)
 }

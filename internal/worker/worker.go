@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/kafka"
@@ -149,7 +151,17 @@ type worker struct {
 
 	slots chan struct{} // one per running handler
 	wg    sync.WaitGroup
+
+	// Reply topics to purge from the producer (recreated: their old id and
+	// partitions are wrong); purger, started by Run, purges them.
+	purgeq    chan string   // never closed: promises may run until cl.Close
+	stopPurge chan struct{} // closed to stop purger
+	purged    chan struct{} // closed when purger returns
 }
+
+// purgeQueue bounds the reply topics waiting to be purged; past it, a
+// request for one more is dropped (the next failed reply asks again).
+const purgeQueue = 16
 
 // Run joins the consumer group on the service's request topic and answers
 // requests with h until ctx ends; then it stops fetching, lets the handlers
@@ -164,7 +176,8 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		return err
 	}
 	cfg = cfg.withDefaults()
-	w := &worker{cfg: cfg, h: h, log: cfg.Log, m: cfg.Metrics, slots: make(chan struct{}, cfg.Concurrency)}
+	w := &worker{cfg: cfg, h: h, log: cfg.Log, m: cfg.Metrics, slots: make(chan struct{}, cfg.Concurrency),
+		purgeq: make(chan string, purgeQueue), stopPurge: make(chan struct{}), purged: make(chan struct{})}
 	codec, _ := kafka.Codec(cfg.ReplyCompression) // "" is none
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -181,6 +194,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		kgo.AutoCommitMarks(),
 		kgo.AllowAutoTopicCreation(),
 		kgo.ProducerLinger(max(cfg.ReplyLinger, 0)),
+		kgo.RecordPartitioner(replyPartitioner()),
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordDeliveryTimeout(replyDeliveryTimeout),
 		kgo.WithLogger(kafka.Logger(cfg.Log)),
@@ -201,6 +215,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 			return fmt.Errorf("pinging redis %s: %w", cfg.RedisAddr, err)
 		}
 	}
+	go w.purger()
 	w.log.Info("worker started", "service", cfg.Service, "topic", cfg.Topic, "group", cfg.Group,
 		"concurrency", cfg.Concurrency, "redis", cfg.RedisAddr)
 
@@ -321,6 +336,7 @@ func (w *worker) publish(req Request, rep reply.Reply) {
 	switch req.ReplyTo.Kind {
 	case "kafka":
 		rec := reply.ReplyRecord(req.ReplyTo.Name, rep)
+		rec.Partition = req.ReplyPartition // -1: none named
 		// Not a request's context: kgo fails a whole batch when the
 		// context of its first record ends.
 		w.cl.Produce(context.Background(), rec, w.produced)
@@ -341,10 +357,57 @@ func (w *worker) publish(req Request, rep reply.Reply) {
 
 // produced is the promise of a Kafka reply. kgo calls it serially.
 func (w *worker) produced(r *kgo.Record, err error) {
-	if err != nil {
-		w.m.ReplyFailures.Inc()
-		w.log.Warn("reply not delivered", "topic", r.Topic, "id", string(r.Key), "err", err)
+	if err == nil {
+		return
 	}
+	w.m.ReplyFailures.Inc()
+	w.log.Warn("reply not delivered", "topic", r.Topic, "id", string(r.Key), "err", err)
+	if errors.Is(err, kerr.UnknownTopicID) || errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kgo.ErrRecordTimeout) {
+		// The reply topic was deleted, maybe recreated: the producer's
+		// idea of it (its id, its partitions) is stale until purged. Not
+		// here: purging fails buffered records, whose promises run on
+		// this goroutine.
+		select {
+		case w.purgeq <- r.Topic:
+		default:
+		}
+	}
+}
+
+// purger purges the reply topics produced asks for, until stopPurge closes.
+func (w *worker) purger() {
+	defer close(w.purged)
+	last := map[string]time.Time{} // bounded: by the gateways' reply topics
+	for {
+		var topic string
+		select {
+		case topic = <-w.purgeq:
+		case <-w.stopPurge:
+			return
+		}
+		if time.Since(last[topic]) < time.Second { // once per failed batch
+			continue
+		}
+		w.log.Info("purging reply topic from the producer", "topic", topic)
+		w.cl.PurgeTopicsFromProducing(topic)
+		last[topic] = time.Now()
+	}
+}
+
+// replyPartitioner puts a reply on the partition its record names (the
+// request's inlet-reply-partition: the gateway reads that one), and one
+// naming none, or one the topic does not have, by its key.
+func replyPartitioner() kgo.Partitioner {
+	return kgo.BasicConsistentPartitioner(func(string) func(*kgo.Record, int) int {
+		return func(r *kgo.Record, n int) int {
+			if r.Partition >= 0 && int(r.Partition) < n {
+				return int(r.Partition)
+			}
+			h := fnv.New32a()
+			h.Write(r.Key)
+			return int(h.Sum32() % uint32(n))
+		}
+	})
 }
 
 func (w *worker) replyFailed(req Request, err error) {
@@ -382,6 +445,8 @@ func (w *worker) stop(cancelHandlers context.CancelFunc) {
 	if err := w.cl.Flush(ctx); err != nil {
 		w.log.Error("flushing replies", "err", err, "buffered", w.cl.BufferedProduceRecords())
 	}
+	close(w.stopPurge)
+	<-w.purged
 	w.cl.Close() // commits what was marked, leaves the group
 	if w.rdb != nil {
 		w.rdb.Close()
