@@ -297,8 +297,10 @@ func (w *worker) handle(base context.Context, req Request) {
 	if err == nil && rep.Status == 0 {
 		rep.Status = http.StatusOK
 	}
-	if err == nil && (rep.Status < 100 || rep.Status > 999) {
-		err = fmt.Errorf("worker: handler answered invalid status %d", rep.Status)
+	if err == nil && !reply.ValidStatus(rep.Status) {
+		// A 1xx is no answer (a 101 would have a proxy in front of the
+		// gateway switch protocols); past 599 is not HTTP's.
+		err = fmt.Errorf("worker: handler answered status %d; want a final HTTP status, 200 to 599", rep.Status)
 	}
 	if err != nil {
 		w.m.Errors.Inc()

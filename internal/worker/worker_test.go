@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/reply"
@@ -67,6 +68,8 @@ func TestRun(t *testing.T) {
 			return reply.Reply{Status: http.StatusTeapot, ContentType: "text/plain", Body: []byte("short and stout")}, nil
 		case "bad status":
 			return reply.Reply{Status: 1000}, nil
+		case "switching protocols":
+			return reply.Reply{Status: http.StatusSwitchingProtocols}, nil
 		}
 		body := req.Service + " " + req.Query + " " + req.Headers.Get("X-Trace-Id") + " " + string(req.Body)
 		return reply.Reply{ContentType: req.ContentType, Body: []byte(body)}, nil
@@ -81,6 +84,7 @@ func TestRun(t *testing.T) {
 	hs.send("panic", later, []byte("panic"))
 	hs.send("teapot", later, []byte("teapot"))
 	hs.send("bad-status", later, []byte("bad status"))
+	hs.send("status-101", later, []byte("switching protocols"))
 	hs.send("expired", time.Now().Add(-time.Second), []byte("hello"))
 	hs.send("late", time.Now().Add(time.Second), []byte("slow"))
 	// Malformed: no reply address, no deadline, nothing at all.
@@ -93,13 +97,15 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := hs.replies(5, 10*time.Second)
+	got := hs.replies(6, 10*time.Second)
 	want := map[string]reply.Reply{
 		"ok":         {ID: "ok", Status: 200, ContentType: "text/x-hello", Body: []byte("named q=1 tr-9 hello")},
 		"fail":       {ID: "fail", Status: 502, Err: "database unreachable", Body: []byte{}},
 		"panic":      {ID: "panic", Status: 502, Err: "worker: handler panicked: bad handler", Body: []byte{}},
 		"teapot":     {ID: "teapot", Status: 418, ContentType: "text/plain", Body: []byte("short and stout")},
-		"bad-status": {ID: "bad-status", Status: 502, Err: "worker: handler answered invalid status 1000", Body: []byte{}},
+		"bad-status": {ID: "bad-status", Status: 502, Err: "worker: handler answered status 1000; want a final HTTP status, 200 to 599", Body: []byte{}},
+		// A 101 was passed on; the gateway answered its caller with it.
+		"status-101": {ID: "status-101", Status: 502, Err: "worker: handler answered status 101; want a final HTTP status, 200 to 599", Body: []byte{}},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("replies:\n got %+v\nwant %+v", got, want)
@@ -121,8 +127,8 @@ func TestRun(t *testing.T) {
 		got  float64
 		want float64
 	}{
-		"handled":         {testutil.ToFloat64(m.Handled), 6 + float64(hs.warm)},
-		"errors":          {testutil.ToFloat64(m.Errors), 4}, // fail, panic, bad status, late
+		"handled":         {testutil.ToFloat64(m.Handled), 7 + float64(hs.warm)},
+		"errors":          {testutil.ToFloat64(m.Errors), 5}, // fail, panic, bad status, 101, late
 		"skipped_expired": {testutil.ToFloat64(m.SkippedExpired), 1},
 		"late":            {testutil.ToFloat64(m.Late), 1},
 		"malformed":       {testutil.ToFloat64(m.Malformed), 3},
@@ -131,8 +137,8 @@ func TestRun(t *testing.T) {
 	} {
 		// Warm-ups sent before the worker had its partitions were never seen.
 		if name == "handled" {
-			if c.got < 7 || c.got > c.want {
-				t.Errorf("handled = %v, want 7..%v", c.got, c.want)
+			if c.got < 8 || c.got > c.want {
+				t.Errorf("handled = %v, want 8..%v", c.got, c.want)
 			}
 			continue
 		}
@@ -303,5 +309,59 @@ func TestRunFailsFast(t *testing.T) {
 	err := Run(ctx, Config{Brokers: brokers, Service: "x", RedisAddr: "127.0.0.1:9"}, Echo(0, 0))
 	if err == nil || !strings.Contains(err.Error(), "pinging redis") {
 		t.Errorf("unreachable Redis: %v", err)
+	}
+}
+
+// TestRunReplyPartition: a reply goes to the partition its request names
+// (inlet reads that one), whatever its key hashes to; one naming none, or
+// a partition the topic does not have, goes by its key. Before, every reply
+// went by its key, and a reply topic with three partitions (recreated by
+// the broker's auto-creation) lost two thirds of them to partitions the
+// gateway did not read.
+func TestRunReplyPartition(t *testing.T) {
+	t.Parallel()
+	hs := startWorker(t, func(_ context.Context, req Request) (reply.Reply, error) {
+		return reply.Reply{Body: req.Body}, nil
+	}, nil)
+	topic := testkit.Unique(t, "replies3-")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(hs.cl)
+	if resp, err := adm.CreateTopic(ctx, 3, -1, nil, topic); err != nil || resp.Err != nil {
+		t.Fatalf("creating %s: %v %v", topic, err, resp.Err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(hs.cfg.Brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	later := time.Now().Add(20 * time.Second)
+	want := map[string]int32{} // correlation id: partition; -1 any
+	for i := range 12 {
+		id := fmt.Sprintf("p2-%d", i)
+		want[id] = 2
+		hs.produce(Request{ID: id, Deadline: later, ReplyTo: reply.Address{Kind: "kafka", Name: topic}, ReplyPartition: 2})
+	}
+	for _, p := range []int32{-1, 7} { // none named; past the topic's partitions
+		id := fmt.Sprintf("by-key-%d", p)
+		want[id] = -1
+		hs.produce(Request{ID: id, Deadline: later, ReplyTo: reply.Address{Kind: "kafka", Name: topic}, ReplyPartition: p})
+	}
+	got := map[string]int32{}
+	for len(got) < len(want) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d replies arrived: %v", len(got), len(want), got)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got[string(r.Key)] = r.Partition })
+	}
+	for id, p := range want {
+		if p >= 0 && got[id] != p {
+			t.Errorf("reply %s on partition %d, want %d", id, got[id], p)
+		}
+		if p < 0 && (got[id] < 0 || got[id] > 2) {
+			t.Errorf("reply %s on partition %d", id, got[id])
+		}
 	}
 }
