@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // recordOverhead is what a record of an event takes beyond the event's
@@ -38,6 +39,38 @@ func (p *Producer) CheckLimits(ctx context.Context, topic string, maxEventBytes 
 	}
 	return fmt.Sprintf("kafka may refuse events that inlet accepts: events up to %d bytes are accepted, but topic %s takes records up to %d bytes (%s); larger ones get 413 with --ack kafka and are dead-lettered with --ack spool: lower --max-event-bytes below %d or raise the topic's max.message.bytes",
 		maxEventBytes, topic, limit, source, max(limit-recordOverhead, 0)), nil
+}
+
+// BatchLimit returns the largest record batch Kafka takes on every one of
+// topics: the smallest of their max.message.bytes (a broker's
+// message.max.bytes for a topic not created yet). Set Config.BatchMaxBytes
+// to at most this before NewProducer: a record larger than the batch limit
+// then fails alone in the client (MESSAGE_TOO_LARGE, see IsPermanent),
+// where the broker would refuse its whole batch, failing the other records
+// of its partition that happened to share it, other requests' included. It
+// uses a client of its own, closed on return, and blocks for the admin
+// requests, bounded by ctx.
+func BatchLimit(ctx context.Context, brokers []string, topics ...string) (int32, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return 0, fmt.Errorf("creating kafka admin client: %w", err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	limit := 0
+	for _, t := range topics {
+		n, _, err := topicLimit(ctx, adm, t)
+		if err != nil {
+			return 0, err
+		}
+		if limit == 0 || n < limit {
+			limit = n
+		}
+	}
+	if limit <= 0 {
+		return 0, errors.New("kafka: no topics to learn a batch limit from")
+	}
+	return int32(min(limit, 1<<30)), nil
 }
 
 // topicLimit is the largest record batch Kafka takes on topic, and where
