@@ -47,6 +47,7 @@
       var open = li.querySelector(".detail");
       if (open) { open.remove(); return; }
       var d = el("div", "detail");
+      if (rej) d.appendChild(el("div", "meta", "why: " + it.error));
       d.appendChild(el("pre", "", typeof v === "string" ? v : JSON.stringify(v, null, 2)));
       var where = "topic " + it.topic + (it.offset != null ? " · partition " + it.partition + " · offset " + it.offset : "") + " · " + it.delivery;
       if (it.id) where = "id " + it.id + " · " + where;
@@ -91,8 +92,10 @@
       var c = el("div", "ctr" + (n.rejected ? " rej" : "") + (fEvent.value === n.name ? " sel" : ""));
       var last = n.rate.slice(-10).reduce(function (a, b) { return a + b; }, 0) / 10;
       c.title = n.name + ": " + n.total + " since " + new Date(st.since).toLocaleTimeString() + ", " + last.toFixed(1) + "/s over the last 10 s";
-      c.appendChild(el("span", "total", n.total));
-      c.appendChild(el("span", "name", n.name));
+      var head = el("div", "head");
+      head.appendChild(el("span", "name", n.name));
+      head.appendChild(el("span", "total", n.total));
+      c.appendChild(head);
       c.appendChild(spark(n.rate, n.rejected));
       if (!n.rejected) c.addEventListener("click", function () { fEvent.value = fEvent.value === n.name ? "" : n.name; connect(); });
       box.appendChild(c);
