@@ -40,6 +40,10 @@ type Options struct {
 	Handler slog.HandlerOptions
 	// Service and Host go into each event's "context" (Host: os.Hostname).
 	Service, Host string
+	// Key, if set, is every event's "anon_id", which inlet makes the
+	// record key: one key, one partition, so records stay in order
+	// through inlet too. (KafkaSink has its own KafkaConfig.Key.)
+	Key string
 
 	// QueueSize bounds the records waiting in memory (default 8192).
 	QueueSize int
@@ -114,6 +118,9 @@ func newEncoder(o Options, out recordSink) *encoder {
 	}
 	var b bytes.Buffer
 	b.WriteString(`{"event":"log",`)
+	if o.Key != "" {
+		b.WriteString(`"anon_id":` + strconv.Quote(o.Key) + `,`)
+	}
 	if len(ctx) > 0 {
 		b.WriteString(`"context":{`)
 		first := true

@@ -232,6 +232,15 @@ func HaltableKafka(tb testing.TB) KafkaCtl {
 	if requireReal() {
 		tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_BROKERS is empty: run `make test`")
 	}
+	return HaltableDevBroker(tb)
+}
+
+// HaltableDevBroker is a development broker in process, of the test's own
+// whatever the environment says, that the test may halt and resume (closed
+// and started again on the same port, its data in a temporary directory).
+// It is for tests whose outage must not touch a broker others share.
+func HaltableDevBroker(tb testing.TB) KafkaCtl {
+	tb.Helper()
 	dir := tb.TempDir()
 	cfg := devbroker.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
