@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/membudget"
@@ -80,30 +81,39 @@ var unlimited = map[string]bool{"/healthz": true, "/readyz": true}
 // goroutine (and its buffers) held per request, which 20 HTTP/2
 // connections of 1,000 streams took to 20,000 (480 MB). Each answer gets
 // ResponseWriteTimeout to be written from its first byte.
+//
+// Its frame sits under every waiting request-reply call, whose stack is
+// most of the call's memory (TestRPCStackPerWaitingCall): keep it small,
+// the refusal out of line.
 func limitRequests(cfg Config, h http.Handler) http.Handler {
-	slots := make(chan struct{}, cfg.maxRequests())
+	limit := int64(cfg.maxRequests())
+	var inFlight atomic.Int64
 	retry := strconv.Itoa(int((cfg.Ingest.RetryAfter + time.Second - 1) / time.Second))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if cfg.ResponseWriteTimeout > 0 {
 			w = &deadlineWriter{ResponseWriter: w, d: cfg.ResponseWriteTimeout}
 		}
-		if unlimited[r.URL.Path] {
-			h.ServeHTTP(w, r)
-			return
-		}
-		select {
-		case slots <- struct{}{}:
-			defer func() { <-slots }()
-		default:
-			w.Header().Set("Retry-After", retry)
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "{\"error\":\"inlet is serving %d requests, the most it serves at once (--max-requests); retry later\"}\n", cap(slots))
-			return
+		if !unlimited[r.URL.Path] {
+			if inFlight.Add(1) > limit {
+				inFlight.Add(-1)
+				refuseRequest(w, limit, retry)
+				return
+			}
+			defer inFlight.Add(-1)
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// refuseRequest answers a request past --max-requests.
+//
+//go:noinline
+func refuseRequest(w http.ResponseWriter, limit int64, retry string) {
+	w.Header().Set("Retry-After", retry)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	fmt.Fprintf(w, "{\"error\":\"inlet is serving %d requests, the most it serves at once (--max-requests); retry later\"}\n", limit)
 }
 
 // deadlineWriter gives the answer d to be written, from when its header
