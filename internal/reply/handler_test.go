@@ -407,6 +407,14 @@ func TestHandlerRejects(t *testing.T) {
 			if n := len(f.producer.records()); (n == 1) != tt.produced || n > 1 {
 				t.Errorf("%d records produced", n)
 			}
+			// A reply with a status that is not final is counted.
+			wantMalformed := 0.0
+			if strings.Contains(tt.wantMsg, "the worker answered status") {
+				wantMalformed = 1
+			}
+			if n := testutil.ToFloat64(f.router.metrics.Malformed); n != wantMalformed {
+				t.Errorf("inlet_rpc_malformed_replies_total = %v, want %v", n, wantMalformed)
+			}
 			if n := testutil.ToFloat64(f.router.metrics.Requests.WithLabelValues(strconv.Itoa(tt.want))); n != 1 {
 				t.Errorf("inlet_rpc_requests_total{code=%d} = %v, want 1", tt.want, n)
 			}

@@ -140,7 +140,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "inlet_rpc_unmatched_replies_total", Help: "Replies nobody waited for (late, or duplicated).",
 		}),
 		Malformed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "inlet_rpc_malformed_replies_total", Help: "Replies that could not be decoded.",
+			Name: "inlet_rpc_malformed_replies_total", Help: "Replies that could not be decoded, or whose status is not a final HTTP status (200-599): their callers get 502.",
 		}),
 	}
 	if reg != nil {
