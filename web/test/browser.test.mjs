@@ -144,6 +144,10 @@ before(async () => {
   other = await staticServer();
   gw = await startGateway(["--cors-origins", other.url]);
   proxy = await startProxy(gw.url);
+  for (const path of ["/example/", "/ui/", "/sdk/inlet.js"]) {
+    const r = await fetch(gw.url + path);
+    if (r.status !== 200) throw new Error(`the gateway answers ${r.status} to GET ${path}: is gateway.Start calling startUI, and is --example a flag of inlet serve?`);
+  }
   const { chromium } = await import("playwright-core");
   browser = await chromium.launch({
     executablePath: chromiumPath,
