@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -226,5 +227,54 @@ func TestConnBudgetShare(t *testing.T) {
 	}
 	if h2[0] == h1[0] {
 		t.Error("two connections share one Conn")
+	}
+}
+
+// TestSlowReaderH2CMemory: 20 zero-window h2c connections of 128 streams
+// (the default limit) hold at most 2,560 handler goroutines, a bounded heap,
+// and only for --response-write-timeout: then the goroutines and the heap
+// come back. (With 1,000 streams and the 45 s write timeout, 20 such
+// connections held 20,000 goroutines, 480 MB.) Not parallel: it counts the
+// process's goroutines and heap.
+func TestSlowReaderH2CMemory(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ResponseWriteTimeout = 500 * time.Millisecond
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"accepted":1,"rejected":[]}`)) // an answer as ingest's, sent once the handler returns
+	})
+	addr := serveHTTP(t, cfg, h)
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	base := runtime.NumGoroutine()
+	const conns, streams = 20, 128
+	for range conns {
+		c, _ := dialH2C(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+		for i := range streams + 10 { // 10 past the limit: refused
+			c.get(t, uint32(2*i+1), "/slow")
+		}
+	}
+	var peakG int
+	var peakHeap uint64
+	sample := func() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		peakG = max(peakG, runtime.NumGoroutine()-base)
+		if ms.HeapInuse > before.HeapInuse {
+			peakHeap = max(peakHeap, ms.HeapInuse-before.HeapInuse)
+		}
+	}
+	testkit.WaitFor(t, 5*time.Second, "the streams held", func() bool { sample(); return peakG >= conns*streams })
+	testkit.WaitFor(t, 5*time.Second, "the goroutines of unread answers ended", func() bool {
+		sample()
+		return runtime.NumGoroutine()-base < conns*4
+	})
+	t.Logf("peak: %d goroutines, %d MiB of heap over the start, for %d connections of %d streams", peakG, peakHeap>>20, conns, streams)
+	if limit := conns * (streams + 4); peakG > limit {
+		t.Errorf("%d goroutines at the peak, want at most %d (a goroutine per stream up to the limit, a few per connection)", peakG, limit)
+	}
+	if bound := uint64(conns*streams) * (32 << 10); peakHeap > bound {
+		t.Errorf("heap peaked %d MiB over the start, want at most 32 KiB per held stream: %d MiB", peakHeap>>20, bound>>20)
 	}
 }
