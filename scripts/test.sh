@@ -21,7 +21,7 @@ eval "$(scripts/services.sh start)"
 export INLET_TEST_BROKERS="$INLET_KAFKA_BROKERS"
 export INLET_TEST_REDIS="$INLET_REDIS_ADDR"
 export INLET_TEST_REQUIRE_KAFKA=1
-export INLET_TEST_KAFKA_SCRIPT="$REPO/scripts/kafka.sh" # halt/resume for outage tests
+export INLET_TEST_KAFKA_SCRIPT="$REPO/scripts/kafka.sh" # private brokers for outage tests
 echo "== Kafka at $INLET_TEST_BROKERS, Redis at $INLET_TEST_REDIS" >&2
 
 echo "== gofmt and go vet" >&2
@@ -34,10 +34,10 @@ fi
 go vet ./...
 
 echo "== go test" >&2
-# -p 1: one package at a time. The packages share one Kafka broker, and the
-# fault tests of internal/app halt and resume it; a package tested at the
-# same time would see it gone (seen: internal/worker, connection refused).
+# Packages run in parallel: tests that stop Kafka start private brokers
+# of their own (testkit.HaltableKafka, through INLET_TEST_KAFKA_SCRIPT), so
+# none stops the broker the others share.
 if [ $# -eq 0 ]; then
-	set -- -race -count=1 -p 1 ./...
+	set -- -race -count=1 ./...
 fi
 go test "$@"

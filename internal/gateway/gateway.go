@@ -29,15 +29,18 @@ type Gateway struct {
 	reg *prometheus.Registry
 	lc  lifecycle
 
-	broker  *devbroker.Broker // nil with Brokers
-	prod    *kafka.Producer   // events (and, with ack=spool, the forwarder)
-	spool   *spool.Spool      // ack=spool only
-	fwd     *spool.Forwarder  // ack=spool only
-	kafka   *kafkaCheck
-	router  *reply.Router
-	replies reply.Transport // nil without request-reply services
-	srv     *http.Server
-	ln      net.Listener
+	broker *devbroker.Broker // nil with Brokers
+	prod   *kafka.Producer   // events (and, with ack=spool, the forwarder)
+	// batchMax is prod's batch limit: the topics' max.message.bytes when
+	// smaller than the configured one.
+	batchMax int32
+	spool    *spool.Spool     // ack=spool only
+	fwd      *spool.Forwarder // ack=spool only
+	kafka    *kafkaCheck
+	router   *reply.Router
+	replies  reply.Transport // nil without request-reply services
+	srv      *http.Server
+	ln       net.Listener
 
 	stopping     atomic.Bool
 	shutdownOnce atomic.Bool
@@ -137,6 +140,21 @@ func (g *Gateway) startBroker() ([]string, error) {
 func (g *Gateway) startProducer(brokers []string) error {
 	kc := g.cfg.Kafka
 	kc.Brokers = brokers
+	if len(g.cfg.Brokers) > 0 {
+		// A batch Kafka refuses fails every record in it: keep batches
+		// within the topics' max.message.bytes, so that one record too
+		// large for its topic fails alone. Kafka down: keep the setting.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		n, err := kafka.BatchLimit(ctx, brokers, g.cfg.Ingest.Topic, g.deadLetterTopic())
+		cancel()
+		switch {
+		case err != nil:
+			g.log.Info("could not learn the topics' max.message.bytes; keeping the producer's batch limit", "err", err)
+		case n < kc.BatchMaxBytes:
+			kc.BatchMaxBytes = n
+		}
+	}
+	g.batchMax = kc.BatchMaxBytes
 	p, err := kafka.NewProducer(kc, g.log, kafka.NewMetrics(producerMetrics(g.reg, "events")))
 	if err != nil {
 		return err
@@ -219,6 +237,23 @@ func (g *Gateway) drainSpool(ctx context.Context) {
 			g.log.Warn("stopping with events still in the spool; they are sent on the next start with the same --data-dir (keep it on a persistent volume)",
 				"records", n, "dir", g.spool.Dir(), "forwarder", g.fwd.State())
 			return
+		}
+	}
+}
+
+// checkLimits warns once, when Kafka first answers, if events inlet accepts
+// (--max-event-bytes) could be larger than a topic takes: Kafka would
+// refuse them (413 with ack=kafka; dead-lettered with ack=spool).
+func (g *Gateway) checkLimits(ctx context.Context) {
+	for _, topic := range []string{g.cfg.Ingest.Topic, g.deadLetterTopic()} {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		w, err := g.prod.CheckLimits(cctx, topic, g.cfg.Ingest.MaxEventBytes)
+		cancel()
+		switch {
+		case err != nil:
+			g.log.Debug("checking the topic's max.message.bytes", "topic", topic, "err", err)
+		case w != "":
+			g.log.Warn(w, "topic", topic)
 		}
 	}
 }

@@ -35,6 +35,12 @@ func (g *Gateway) deadLetterTopic() string {
 	return g.cfg.Ingest.Topic + ".invalid"
 }
 
+// deadLetterRoom is the largest value a dead-letter record keeps: the
+// producer's batch limit less room for the record's framing and headers.
+func (g *Gateway) deadLetterRoom() int {
+	return max(int(g.batchMax)-2<<10, 1<<10)
+}
+
 // deadLetterRefused sends the dead-letter record of e, which Kafka refused
 // for good with cause, and waits for Kafka's acknowledgement (bounded by
 // ctx and the producer's delivery timeout). A record that already is a
@@ -45,10 +51,11 @@ func (g *Gateway) deadLetterRefused(ctx context.Context, e spool.Entry, cause er
 	if e.Record.Topic == dlq {
 		return cause
 	}
-	// The value whole (maxValue 0): it is an acknowledged event, not
-	// client garbage, and the parked file keeps it whole if this fails.
+	// Truncated to fit the producer's batches (kept within both topics'
+	// max.message.bytes), with the inlet-truncated header: a record too
+	// large for its topic would otherwise be too large here too.
 	reason := fmt.Sprintf("kafka refused the record for topic %s for good: %v", e.Record.Topic, cause)
-	dl := event.DeadLetter(dlq, e.Record.Value, reason, e.AppendedAt, 0)
+	dl := event.DeadLetter(dlq, e.Record.Value, reason, e.AppendedAt, g.deadLetterRoom())
 	dl.Key = e.Record.Key // the dead letters of one user stay in order
 	dl.EventID = e.Record.EventID
 	dl.Headers = append(dl.Headers, event.Header{Key: event.HeaderReason, Value: []byte(reasonKafkaRefused)})

@@ -64,6 +64,7 @@ func newKafkaCheck(p *kafka.Producer, interval time.Duration) *kafkaCheck {
 // run checks until ctx is done.
 func (c *kafkaCheck) run(ctx context.Context, g *Gateway) {
 	wait := 250 * time.Millisecond
+	first := true
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -87,6 +88,10 @@ func (c *kafkaCheck) run(ctx context.Context, g *Gateway) {
 		} else {
 			if !c.ok.Swap(true) {
 				g.log.Info("ready: kafka answered a metadata request")
+				if first {
+					first = false
+					g.checkLimits(ctx)
+				}
 			}
 			wait = c.interval
 		}
@@ -94,12 +99,17 @@ func (c *kafkaCheck) run(ctx context.Context, g *Gateway) {
 	}
 }
 
-// state is "ok" or why Kafka is not reachable.
+// state is "ok", or why Kafka is not reachable or does not take records
+// (it answers metadata requests, but the last records produced failed: a
+// recreated topic, a leader that takes no writes).
 func (c *kafkaCheck) state() string {
-	if c.ok.Load() {
-		return "ok"
+	if !c.ok.Load() {
+		return *c.why.Load()
 	}
-	return *c.why.Load()
+	if why := produceFailing(c.prod, time.Now()); why != "" {
+		return "produces failing: " + why
+	}
+	return "ok"
 }
 
 // spoolReadyRoom is the free room below which a spool counts as full for

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +55,11 @@ func TestTopicRecreatedWhileRunning(t *testing.T) {
 					acked += 2
 				case r.Status == 503 && ack == gateway.AckKafka:
 					refused++
+					// Kafka answers metadata requests, but takes no records:
+					// readiness must say so (a ping alone said "ok").
+					if rd := testkit.Do(t, "GET", base+"/readyz", nil); rd.Status != 503 || !strings.Contains(string(rd.Body), "produces failing") {
+						t.Errorf("readyz while produces fail: %s", rd)
+					}
 				default:
 					t.Fatalf("after the recreation: %s", r)
 				}
@@ -65,6 +71,9 @@ func TestTopicRecreatedWhileRunning(t *testing.T) {
 				}
 			}
 			got := testkit.ConsumeN(t, brokers, topic, acked, 500*time.Millisecond)
+			if rd := testkit.Do(t, "GET", base+"/readyz", nil); rd.Status != 200 {
+				t.Errorf("readyz once produces succeed again: %s", rd)
+			}
 			t.Logf("%d events acknowledged after the recreation (%d requests refused before that) are in the new topic %v after it",
 				len(got), refused, time.Since(start))
 		})

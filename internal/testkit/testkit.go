@@ -8,7 +8,7 @@
 //	INLET_TEST_BROKERS        the real Kafka's bootstrap address(es)
 //	INLET_TEST_REDIS          the real Redis host:port
 //	INLET_TEST_REQUIRE_KAFKA  1: a missing real service fails the test instead of falling back or skipping
-//	INLET_TEST_KAFKA_SCRIPT   scripts/kafka.sh, which halts and resumes the real broker
+//	INLET_TEST_KAFKA_SCRIPT   scripts/kafka.sh, which starts private brokers for tests that stop them
 package testkit
 
 import (
@@ -197,40 +197,18 @@ func PrivateKafka(tb testing.TB) KafkaCtl {
 	}
 }
 
-// HaltableKafka returns the real broker of `make test`, halted and resumed
-// through scripts/kafka.sh (INLET_TEST_KAFKA_SCRIPT), else a development
-// broker in process with its data in a temporary directory, closed and
-// started again on the same port. The real broker is never left halted.
+// HaltableKafka returns a Kafka broker of the test's own that it may halt
+// and resume: with scripts/kafka.sh (INLET_TEST_KAFKA_SCRIPT, as `make
+// test` sets) a real one (PrivateKafka), else a development broker in
+// process (HaltableDevBroker). It never touches the broker other tests
+// share, so tests that stop Kafka can run beside them.
 func HaltableKafka(tb testing.TB) KafkaCtl {
 	tb.Helper()
-	if b := os.Getenv("INLET_TEST_BROKERS"); b != "" {
-		script := os.Getenv("INLET_TEST_KAFKA_SCRIPT")
-		if script == "" {
-			tb.Fatal("INLET_TEST_BROKERS without INLET_TEST_KAFKA_SCRIPT: run `make test`")
-		}
-		run := func(verb string) string {
-			out, err := exec.Command(script, verb).Output()
-			if err != nil {
-				tb.Fatalf("%s %s: %v", script, verb, err)
-			}
-			return strings.TrimSpace(string(out))
-		}
-		ctl := KafkaCtl{Brokers: strings.Split(b, ",")}
-		ctl.Halt = func() { run("halt") }
-		ctl.Resume = func() {
-			if addr := run("resume"); !strings.HasSuffix(addr, b) {
-				tb.Fatalf("kafka came back at %q, not %s", addr, b)
-			}
-		}
-		tb.Cleanup(func() {
-			if exec.Command(script, "status").Run() != nil {
-				ctl.Resume()
-			}
-		})
-		return ctl
+	if os.Getenv("INLET_TEST_KAFKA_SCRIPT") != "" {
+		return PrivateKafka(tb)
 	}
 	if requireReal() {
-		tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_BROKERS is empty: run `make test`")
+		tb.Fatal("INLET_TEST_REQUIRE_KAFKA=1 but INLET_TEST_KAFKA_SCRIPT is empty: run `make test`")
 	}
 	return HaltableDevBroker(tb)
 }
