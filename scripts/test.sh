@@ -38,6 +38,6 @@ echo "== go test" >&2
 # of their own (testkit.HaltableKafka, through INLET_TEST_KAFKA_SCRIPT), so
 # none stops the broker the others share.
 if [ $# -eq 0 ]; then
-	set -- -race -count=1 ./...
+	set -- -race -count=1 -timeout 20m ./...
 fi
 go test "$@"
