@@ -107,7 +107,10 @@ func (t *KafkaTransport) reconcile(ctx context.Context, start bool) error {
 		if err == nil {
 			err = resp.Err
 		}
-		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		switch {
+		case errors.Is(err, kerr.TopicAlreadyExists): // being deleted, or just made
+			return errors.New("reply topic not there yet")
+		case err != nil:
 			return fmt.Errorf("creating: %w", err)
 		}
 		if !start {
