@@ -515,6 +515,11 @@ func (s *shipper) close(ctx context.Context) error {
 		<-s.runDone
 	}
 	<-s.syncer
+	// A record handled while Close began may have reached the queue after
+	// run returned: keep it like the rest of what is left.
+	if rest := s.takeQueueN(len(s.queue)); len(rest) > 0 {
+		s.leave(rest)
+	}
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
