@@ -34,6 +34,7 @@ Usage:
   inlet verify  [flags]   send events to a gateway, read them back, report any loss (exit 1)
   inlet bench   http ...  load generator: open loop at --rate or closed loop, honest latency reports
   inlet worker  [flags]   answer request-reply calls from Kafka: --echo, --http URL or --exec CMD
+  inlet ship    [flags]   send lines of stdin (or a followed --file) as events to inlet or straight to Kafka
   inlet version           print the version
 
 Every flag can also be set from the environment: --produce-timeout is
@@ -62,6 +63,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = runBench(ctx, rest, env)
 	case "worker":
 		err = runWorker(ctx, rest, env)
+	case "ship":
+		err = runShip(ctx, rest, env)
 	case "version", "--version", "-version":
 		fmt.Fprintln(env.Stdout, versionString())
 	case "help", "-h", "--help":

@@ -49,6 +49,18 @@ func (s kafkaSink) Write(ctx context.Context, recs []event.Record) error {
 	return sinkErr(s.p.ProduceSync(ctx, recs))
 }
 
+// WriteAt is Write that also tells where Kafka stored each record, for the
+// live page; pos is read only when it returns nil.
+func (s kafkaSink) WriteAt(ctx context.Context, recs []event.Record, pos []kafka.Position) error {
+	return sinkErr(s.p.ProduceSyncAt(ctx, recs, pos))
+}
+
+// positionedSink is a sink that can tell where Kafka stored the records
+// (ack=kafka).
+type positionedSink interface {
+	WriteAt(ctx context.Context, recs []event.Record, pos []kafka.Position) error
+}
+
 // enqueueSink answers once the records are in the producer's buffer
 // (ack=none). The producer keeps recs until Kafka has them: ingest never
 // reuses a record's bytes after Write.

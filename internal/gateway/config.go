@@ -12,6 +12,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/reply"
 	"github.com/inlet-dev/inlet/internal/spool"
+	"github.com/inlet-dev/inlet/internal/webui"
 )
 
 // Ack modes: when a request's events count as taken (see ackmode.go).
@@ -39,6 +40,7 @@ type Config struct {
 	Ingest    ingest.Config    // AckStatus is set by Start from Ack
 	Spool     spool.Config     // with AckSpool; Dir empty means <DataDir>/spool
 	Forwarder spool.ForwarderConfig
+	UI        webui.Config // the browser side: /sdk/inlet.js, /ui, /example/
 
 	// Request-reply (POST /v1/rpc/{service}); off while RPC.Services is empty.
 	RPC reply.Config
@@ -83,6 +85,7 @@ func DefaultConfig() Config {
 		Ingest:               ingest.DefaultConfig(),
 		Spool:                spool.DefaultConfig(),
 		Forwarder:            spool.DefaultForwarderConfig(),
+		UI:                   webui.DefaultConfig(),
 		RPC:                  reply.DefaultConfig(),
 		RPCCompression:       "none",
 		RPCLinger:            time.Millisecond,
@@ -109,6 +112,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Ingest.RegisterFlags(fs)
 	c.Kafka.RegisterFlags(fs)
 	c.RPC.RegisterFlags(fs)
+	c.UI.RegisterFlags(fs)
 	fs.DurationVar(&c.RPCLinger, "rpc-linger", c.RPCLinger, "how long request-reply requests wait to share a produce request")
 	fs.StringVar(&c.RPCCompression, "rpc-compression", c.RPCCompression, "record batch compression of request-reply requests: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&c.Reply, "reply", c.Reply, "how replies come back: kafka (a reply topic per instance) or redis (a pub/sub channel per instance)")
@@ -194,6 +198,9 @@ func (c Config) Validate() error {
 	}
 	if c.ReadyInterval <= 0 {
 		return errors.New("the readiness interval must be positive")
+	}
+	if err := c.UI.Validate(); err != nil {
+		return err
 	}
 	return c.Ingest.Validate()
 }

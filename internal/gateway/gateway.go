@@ -105,12 +105,14 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	}
 	ic := cfg.Ingest
 	ic.AckStatus = ackStatus(cfg.Ack)
+	mux := http.NewServeMux()
+	sink = g.startUI(mux, sink, cfg.UI) // the live page taps what was acknowledged
 	in, err := ingest.New(ic, sink, log, g.reg)
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
 	in.Register(mux)
+	g.cfg.RPC.Budget = in.Budget() // request-reply bodies count against the same bound
 	if err := g.startRPC(brokers, mux); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 
 // routes adds the gateway's own endpoints to mux.
 func (g *Gateway) routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", serveHealth)
+	mux.HandleFunc("GET /healthz", g.serveHealth)
 	mux.HandleFunc("GET /readyz", g.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
 	if g.cfg.Pprof {

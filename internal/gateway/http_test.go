@@ -150,7 +150,7 @@ func TestMaxRequests(t *testing.T) {
 		in.Add(1)
 		<-release
 	})
-	mux.HandleFunc("/healthz", serveHealth)
+	mux.HandleFunc("/healthz", (&Gateway{}).serveHealth)
 	mux.HandleFunc("/ok", func(http.ResponseWriter, *http.Request) {})
 	addr := serveHTTP(t, cfg, mux)
 	var wg sync.WaitGroup

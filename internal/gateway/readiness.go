@@ -185,9 +185,3 @@ func (g *Gateway) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	}
 	_ = json.NewEncoder(w).Encode(h)
 }
-
-// serveHealth is the /healthz of a gateway that has no spool to check.
-//
-// Deprecated: routes (http.go) should route g.serveHealth instead; then
-// this goes.
-func serveHealth(w http.ResponseWriter, r *http.Request) { (&Gateway{}).serveHealth(w, r) }

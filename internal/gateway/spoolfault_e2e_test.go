@@ -45,7 +45,7 @@ func (f syncFails) Sync() error {
 // TestFsyncFailureMakesTheGatewayUnready: after a failed fsync the spool
 // cannot say what is on disk, so it stops writing for good: the request
 // whose fsync failed and every later one are answered 503 (none is
-// acknowledged), and /readyz turns 503 naming the cause.
+// acknowledged), and /readyz and /healthz turn 503 naming the cause.
 func TestFsyncFailureMakesTheGatewayUnready(t *testing.T) {
 	t.Parallel()
 	var armed atomic.Bool
@@ -78,5 +78,9 @@ func TestFsyncFailureMakesTheGatewayUnready(t *testing.T) {
 	}
 	if r.Status != 503 || rd.Ready || !strings.Contains(rd.Error, "the spool cannot write") || !strings.Contains(rd.Error, "input/output error") {
 		t.Fatalf("readyz after a failed fsync: %s", r)
+	}
+	// Liveness too: only a restart brings the spool back.
+	if h := testkit.Do(t, "GET", base+"/healthz", nil); h.Status != 503 || !strings.Contains(string(h.Body), "input/output error") {
+		t.Fatalf("healthz after a failed fsync: %s, want 503 naming the cause", h)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/ingest"
+	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/webui"
 )
 
@@ -33,7 +34,7 @@ func (g *Gateway) startUI(mux *http.ServeMux, sink ingest.Sink, cfg webui.Config
 func deliveryNote(ack string) string {
 	switch ack {
 	case AckKafka:
-		return "acknowledged by Kafka (acks=all); the producer does not report partition and offset yet"
+		return "acknowledged by Kafka (acks=all)"
 	case AckNone:
 		return "enqueued in memory (ack=none); Kafka has not acknowledged it yet"
 	}
@@ -53,8 +54,18 @@ type liveSink struct {
 }
 
 func (s liveSink) Write(ctx context.Context, recs []event.Record) error {
-	err := s.next.Write(ctx, recs)
-	if err != nil || !s.live.Watching() {
+	if !s.live.Watching() {
+		return s.next.Write(ctx, recs)
+	}
+	var pos []kafka.Position
+	var err error
+	if ps, ok := s.next.(positionedSink); ok {
+		pos = make([]kafka.Position, len(recs))
+		err = ps.WriteAt(ctx, recs, pos)
+	} else {
+		err = s.next.Write(ctx, recs)
+	}
+	if err != nil {
 		return err
 	}
 	now := time.Now()
@@ -62,6 +73,9 @@ func (s liveSink) Write(ctx context.Context, recs []event.Record) error {
 	for i := range recs {
 		r := &recs[i]
 		it := webui.Item{Key: string(r.Key), ID: r.EventID, Topic: r.Topic, Value: r.Value, At: now, Delivery: s.delivery, Offset: -1}
+		if pos != nil {
+			it.Partition, it.Offset = pos[i].Partition, pos[i].Offset
+		}
 		if r.Topic != s.topic {
 			it.Reject = &webui.Rejection{}
 		}

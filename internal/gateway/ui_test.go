@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/webui"
 )
 
@@ -21,6 +22,17 @@ type failingSink struct{ fail bool }
 func (s *failingSink) Write(context.Context, []event.Record) error {
 	if s.fail {
 		return errors.New("kafka is down")
+	}
+	return nil
+}
+
+// WriteAt says Kafka stored the records at offsets 40, 41, ... of partition 2.
+func (s *failingSink) WriteAt(ctx context.Context, recs []event.Record, pos []kafka.Position) error {
+	if err := s.Write(ctx, recs); err != nil {
+		return err
+	}
+	for i := range pos {
+		pos[i] = kafka.Position{Partition: 2, Offset: int64(40 + i)}
 	}
 	return nil
 }
@@ -87,6 +99,9 @@ func TestLiveTapShowsOnlyAcknowledged(t *testing.T) {
 	}
 	if !strings.Contains(items[0]["delivery"].(string), "acknowledged by Kafka") {
 		t.Errorf("delivery %q", items[0]["delivery"])
+	}
+	if items[0]["partition"] != 2.0 || items[0]["offset"] != 40.0 || items[1]["offset"] != 41.0 {
+		t.Errorf("items at %v/%v and %v, want partition 2, offsets 40 and 41 as the sink reported", items[0]["partition"], items[0]["offset"], items[1]["offset"])
 	}
 	if items[1]["kind"] != "rejected" || items[1]["reason"] != "missing_event" || items[1]["error"] != `"event" is required` {
 		t.Errorf("second item %v, want the rejection with its reason", items[1])

@@ -222,7 +222,32 @@ func toKgo(r *event.Record) *kgo.Record {
 // they are delivered or fail by the delivery timeout, so a request that gave
 // up may still land (at-least-once).
 func (p *Producer) ProduceSync(ctx context.Context, recs []event.Record) error {
-	d, err := p.Produce(recs)
+	d, err := p.produce(recs, nil)
+	if err != nil {
+		return err
+	}
+	return d.Wait(ctx)
+}
+
+// Position is where Kafka stored a record; Offset is -1 while it is not
+// known (not acknowledged, or failed).
+type Position struct {
+	Partition int32
+	Offset    int64
+}
+
+// ProduceSyncAt is ProduceSync that also sets pos[i] to where Kafka stored
+// recs[i] (pos must be as long as recs). Read pos only after it returned
+// nil, when every position is set: after an error, records still in flight
+// may set theirs later.
+func (p *Producer) ProduceSyncAt(ctx context.Context, recs []event.Record, pos []Position) error {
+	if len(pos) != len(recs) {
+		return fmt.Errorf("kafka: %d positions for %d records", len(pos), len(recs))
+	}
+	for i := range pos {
+		pos[i] = Position{Offset: -1}
+	}
+	d, err := p.produce(recs, pos)
 	if err != nil {
 		return err
 	}
@@ -244,6 +269,12 @@ type Delivery struct {
 // ErrFull when the buffer cannot take recs. recs and their byte slices must
 // not change until the delivery is done.
 func (p *Producer) Produce(recs []event.Record) (*Delivery, error) {
+	return p.produce(recs, nil)
+}
+
+// produce is Produce, setting pos[i] from recs[i]'s promise when pos is not
+// nil; Wait's return orders those writes before the caller's reads.
+func (p *Producer) produce(recs []event.Record, pos []Position) (*Delivery, error) {
 	if !p.room(recs) {
 		return nil, ErrFull
 	}
@@ -266,7 +297,16 @@ func (p *Producer) Produce(recs []event.Record) (*Delivery, error) {
 	for i := range recs {
 		// Not a request's context: kgo cancels a whole partition batch when
 		// its first record's context ends, failing other requests' events.
-		p.cl.TryProduce(context.Background(), toKgo(&recs[i]), promise)
+		if pos == nil {
+			p.cl.TryProduce(context.Background(), toKgo(&recs[i]), promise)
+			continue
+		}
+		p.cl.TryProduce(context.Background(), toKgo(&recs[i]), func(r *kgo.Record, err error) {
+			if err == nil {
+				pos[i] = Position{Partition: r.Partition, Offset: r.Offset}
+			}
+			promise(r, err)
+		})
 	}
 	return d, nil
 }
