@@ -41,3 +41,14 @@ if [ $# -eq 0 ]; then
 	set -- -race -count=1 -timeout 20m ./...
 fi
 go test "$@"
+
+echo "== web: inlet.js and the browser tests (headless Chromium)" >&2
+if ! command -v npm >/dev/null 2>&1; then
+	echo "test.sh: Node.js 20+ and npm are needed for web/ (inlet.js and its browser tests)" >&2
+	exit 1
+fi
+CHROMIUM="$(scripts/chromium.sh)"
+(cd web && npm ci --no-audit --no-fund --loglevel=error)
+mkdir -p "$REPO/.cache"
+go build -o "$REPO/.cache/inlet-web-test" ./cmd/inlet
+(cd web && CHROMIUM="$CHROMIUM" INLET_BIN="$REPO/.cache/inlet-web-test" INLET_TEST_REQUIRE_BROWSER=1 npm test)
