@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -369,24 +368,8 @@ func TestFullAnswersErrFullUntilDrained(t *testing.T) {
 // fails the request with ErrWrite, the spool keeps what it had, and takes
 // writes again once there is room.
 func TestDiskFull(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a tmpfs needs root (CI runs as root)")
-	}
-	dir, err := os.MkdirTemp("", "inlet-diskfull-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", dir).CombinedOutput(); err != nil {
-		os.Remove(dir)
-		t.Skipf("cannot mount a tmpfs here: %v %s", err, out)
-	}
-	// Registered first, so it runs last: after the spools are closed.
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v %s", dir, err, out)
-		}
-		os.Remove(dir)
-	})
+	dir := testkit.Tmpfs(t, "64k") // registered first, so unmounted after the spools are closed
+	var err error
 	cfg := testConfig(dir)
 	cfg.SegmentBytes = 1 << 20
 	cfg.MaxBytes = 16 << 20 // more than the disk has
