@@ -16,9 +16,14 @@
 //	                                                  ▼
 //	             Kafka (--brokers) or the development broker in process (no --brokers)
 //
-// Invalid events take the same path to the dead-letter topic. Request-reply
+// Invalid events take the same path to the dead-letter topic; a spooled
+// record Kafka refuses for good goes there too, or is parked (poison.go).
+// The live events page (ui.go) taps what the sink acknowledged. Request-reply
 // (POST /v1/rpc/{service}, rpc.go) produces the call to the service's topic
-// and waits for the reply on this instance's reply topic or Redis channel.
+// and waits for the reply on this instance's reply topic or Redis channel;
+// its bodies count against the same in-flight budget as ingest's. In front
+// of every route, http.go bounds the requests served at once and the time
+// a client has to read its answer.
 //
 // # Lifecycle
 //
@@ -38,6 +43,8 @@
 // /readyz (readiness.go) is 200 while the gateway takes events: with
 // ack=spool, while the spool can write and has room (Kafka may be down:
 // the spool absorbs it); with ack=kafka and ack=none, while Kafka answered
-// the last metadata request. It is 503 with the reason otherwise, and from
-// the start of Shutdown.
+// the last metadata request and the last records produced did not fail
+// (kafkacheck.go). It is 503 with the reason otherwise, and from the start
+// of Shutdown. /healthz is 503 only once the spool failed for good (an
+// fsync failed): a restart is the cure.
 package gateway
