@@ -238,7 +238,9 @@ func TestConnBudgetShare(t *testing.T) {
 // process's goroutines and heap.
 func TestSlowReaderH2CMemory(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.ResponseWriteTimeout = 500 * time.Millisecond
+	// Long enough that every stream is open before the first is cut, on a
+	// loaded CI machine too (opening the 2,760 streams took over 500 ms there).
+	cfg.ResponseWriteTimeout = 3 * time.Second
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"accepted":1,"rejected":[]}`)) // an answer as ingest's, sent once the handler returns
@@ -265,8 +267,8 @@ func TestSlowReaderH2CMemory(t *testing.T) {
 			peakHeap = max(peakHeap, ms.HeapInuse-before.HeapInuse)
 		}
 	}
-	testkit.WaitFor(t, 5*time.Second, "the streams held", func() bool { sample(); return peakG >= conns*streams })
-	testkit.WaitFor(t, 5*time.Second, "the goroutines of unread answers ended", func() bool {
+	testkit.WaitFor(t, 20*time.Second, "the streams held", func() bool { sample(); return peakG >= conns*streams })
+	testkit.WaitFor(t, 20*time.Second, "the goroutines of unread answers ended", func() bool {
 		sample()
 		return runtime.NumGoroutine()-base < conns*4
 	})
