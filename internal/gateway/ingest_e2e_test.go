@@ -2,7 +2,6 @@ package gateway_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"fmt"
 	"net/http"
@@ -12,30 +11,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
 	"github.com/inlet-dev/inlet/internal/testkit"
-
-	"github.com/klauspost/compress/zstd"
 )
-
-func gz(tb testing.TB, b []byte) []byte {
-	var buf bytes.Buffer
-	w := gzip.NewWriter(&buf)
-	if _, err := w.Write(b); err != nil {
-		tb.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func zst(tb testing.TB, b []byte) []byte {
-	enc, err := zstd.NewWriter(nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer enc.Close()
-	return enc.EncodeAll(b, nil)
-}
 
 // TestIngestFormats sends the same kind of events in every accepted layout
 // and encoding and checks each arrives in Kafka, enriched, exactly once.
@@ -63,9 +39,9 @@ func TestIngestFormats(t *testing.T) {
 		{"batch object", wrapped, []string{"Content-Type", "application/json; charset=utf-8"}},
 		{"ndjson", ndjson, []string{"Content-Type", "application/x-ndjson"}},
 		{"sendBeacon text/plain", five, []string{"Content-Type", "text/plain;charset=UTF-8"}},
-		{"gzip", gz(t, five), []string{"Content-Type", "application/json", "Content-Encoding", "gzip"}},
-		{"zstd", zst(t, five), []string{"Content-Type", "application/json", "Content-Encoding", "zstd"}},
-		{"gzip ndjson", gz(t, ndjson), []string{"Content-Type", "application/x-ndjson", "Content-Encoding", "gzip"}},
+		{"gzip", testkit.Gzip(t, five), []string{"Content-Type", "application/json", "Content-Encoding", "gzip"}},
+		{"zstd", testkit.Zstd(t, five), []string{"Content-Type", "application/json", "Content-Encoding", "zstd"}},
+		{"gzip ndjson", testkit.Gzip(t, ndjson), []string{"Content-Type", "application/x-ndjson", "Content-Encoding", "gzip"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -117,7 +117,7 @@ func legit(tb testing.TB, h *harness, during string) {
 // request took 480 MB).
 func TestAttackAmplification(t *testing.T) {
 	h := attackHarness(t, nil)
-	body := gz(t, zeros(8<<20))
+	body := testkit.Gzip(t, zeros(8<<20))
 	t.Logf("%d bytes of gzip inflating to 8 MiB", len(body))
 	stop := heapPeak(t)
 	var wg sync.WaitGroup
@@ -184,7 +184,7 @@ func stallGzip(tb testing.TB, addr string, body []byte) net.Conn {
 // meanwhile, and the body idle timeout answers the stalled ones 408 and
 // gives the budget back.
 func TestAttackBudgetLockout(t *testing.T) {
-	body := gz(t, pad(t, 8<<20-1))
+	body := testkit.Gzip(t, pad(t, 8<<20-1))
 	for _, via := range []string{"8 connections", "8 streams of one h2c connection"} {
 		t.Run(via, func(t *testing.T) {
 			h := attackHarness(t, func(c *Config) { c.BodyIdleTimeout = 500 * time.Millisecond })

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
@@ -230,29 +228,6 @@ func header(r event.Record, key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func gz(tb testing.TB, b []byte) []byte {
-	tb.Helper()
-	var buf bytes.Buffer
-	w := gzip.NewWriter(&buf)
-	if _, err := w.Write(b); err != nil {
-		tb.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		tb.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-func zst(tb testing.TB, b []byte) []byte {
-	tb.Helper()
-	enc, err := zstd.NewWriter(nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer enc.Close()
-	return enc.EncodeAll(b, nil)
 }
 
 // unquote makes an answer's JSON-escaped quotes plain, for Contains checks.
