@@ -147,7 +147,7 @@ func (g *Gateway) startProducer(brokers []string) error {
 		// within the topics' max.message.bytes, so that one record too
 		// large for its topic fails alone. Kafka down: keep the setting.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		n, err := kafka.BatchLimit(ctx, brokers, g.cfg.Ingest.Topic, g.deadLetterTopic())
+		n, err := kafka.BatchLimit(ctx, brokers, g.cfg.Ingest.Topic, g.cfg.Ingest.DeadLetterTopicName())
 		cancel()
 		switch {
 		case err != nil:
@@ -247,7 +247,7 @@ func (g *Gateway) drainSpool(ctx context.Context) {
 // (--max-event-bytes) could be larger than a topic takes: Kafka would
 // refuse them (413 with ack=kafka; dead-lettered with ack=spool).
 func (g *Gateway) checkLimits(ctx context.Context) {
-	for _, topic := range []string{g.cfg.Ingest.Topic, g.deadLetterTopic()} {
+	for _, topic := range []string{g.cfg.Ingest.Topic, g.cfg.Ingest.DeadLetterTopicName()} {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		w, err := g.prod.CheckLimits(cctx, topic, g.cfg.Ingest.MaxEventBytes)
 		cancel()

@@ -26,15 +26,6 @@ func (g *Gateway) forwarderConfig() spool.ForwarderConfig {
 	return fc
 }
 
-// deadLetterTopic is where invalid events, and spooled events Kafka
-// refused, go.
-func (g *Gateway) deadLetterTopic() string {
-	if t := g.cfg.Ingest.DeadLetterTopic; t != "" {
-		return t
-	}
-	return g.cfg.Ingest.Topic + ".invalid"
-}
-
 // deadLetterRoom is the largest value a dead-letter record keeps: the
 // producer's batch limit less room for the record's framing and headers.
 func (g *Gateway) deadLetterRoom() int {
@@ -47,7 +38,7 @@ func (g *Gateway) deadLetterRoom() int {
 // dead letter is not wrapped again: cause is returned, and the spool parks
 // it.
 func (g *Gateway) deadLetterRefused(ctx context.Context, e spool.Entry, cause error) error {
-	dlq := g.deadLetterTopic()
+	dlq := g.cfg.Ingest.DeadLetterTopicName()
 	if e.Record.Topic == dlq {
 		return cause
 	}

@@ -128,30 +128,11 @@ func (c Config) connShare() int64 {
 	return max(c.MaxInflightBytes/membudget.ConnShareDivisor, c.MaxBodyBytes+c.MaxDecompressedBytes)
 }
 
-func (c Config) deadLetterTopic() string {
+// DeadLetterTopicName is where invalid events go: DeadLetterTopic, else
+// Topic + ".invalid".
+func (c Config) DeadLetterTopicName() string {
 	if c.DeadLetterTopic != "" {
 		return c.DeadLetterTopic
 	}
 	return c.Topic + ".invalid"
-}
-
-// ParseProxies parses a comma-separated list of IPs and CIDR prefixes.
-func ParseProxies(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		f = strings.TrimSpace(f)
-		if f == "" {
-			continue
-		}
-		if p, err := netip.ParsePrefix(f); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		a, err := netip.ParseAddr(f)
-		if err != nil {
-			return nil, fmt.Errorf("trusted proxy %q: not an IP or CIDR prefix", f)
-		}
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	return out, nil
 }

@@ -279,7 +279,7 @@ func (s *Server) deadLetter(raw []byte, bad *event.Invalid, meta event.Meta) eve
 	// Copy: raw aliases the pooled body buffer, and the sink may still
 	// hold the record after Write returns (ack=none).
 	cp := append([]byte(nil), raw...)
-	rec := event.DeadLetter(s.cfg.deadLetterTopic(), cp, bad.Msg, meta.ReceivedAt, s.cfg.MaxEventBytes)
+	rec := event.DeadLetter(s.cfg.DeadLetterTopicName(), cp, bad.Msg, meta.ReceivedAt, s.cfg.MaxEventBytes)
 	rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderReason, Value: []byte(bad.Reason)})
 	return rec
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/inlet-dev/inlet/internal/cliflag"
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
@@ -274,7 +275,7 @@ func TestCORS(t *testing.T) {
 // then its rightmost address that is not a trusted proxy is the client.
 func TestClientIP(t *testing.T) {
 	t.Parallel()
-	proxies, err := ParseProxies("127.0.0.0/8, 10.0.0.1")
+	proxies, err := cliflag.ParsePrefixes("127.0.0.0/8, 10.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +316,7 @@ func TestClientIP(t *testing.T) {
 
 func TestParseProxies(t *testing.T) {
 	t.Parallel()
-	got, err := ParseProxies(" 127.0.0.0/8, 10.1.2.3/8,,10.0.0.1, ::1, ::ffff:192.0.2.1 ")
+	got, err := cliflag.ParsePrefixes(" 127.0.0.0/8, 10.1.2.3/8,,10.0.0.1, ::1, ::ffff:192.0.2.1 ")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +330,7 @@ func TestParseProxies(t *testing.T) {
 			t.Errorf("prefix %d: %v, want %v", i, got[i], want[i])
 		}
 	}
-	if _, err := ParseProxies("10.0.0.1, proxy.internal"); err == nil || !strings.Contains(err.Error(), `"proxy.internal"`) {
+	if _, err := cliflag.ParsePrefixes("10.0.0.1, proxy.internal"); err == nil || !strings.Contains(err.Error(), `"proxy.internal"`) {
 		t.Errorf("a host name: err %v, want one naming it", err)
 	}
 }
