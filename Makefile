@@ -3,11 +3,15 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/inlet-dev/inlet/internal/app.Version=$(VERSION)
 
-.PHONY: build run test test-short fuzz bench bench-go services-start services-stop clean
+.PHONY: build generate run test test-short fuzz bench bench-go services-start services-stop clean
 
 ## build: a static binary ./inlet (no cgo)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o inlet ./cmd/inlet
+
+## generate: regenerate the committed gRPC and Thrift code in api/gen (needs protoc, protoc-gen-go, protoc-gen-go-grpc, thrift)
+generate:
+	scripts/generate.sh
 
 ## run: inlet serve on the embedded development broker
 run:

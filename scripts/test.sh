@@ -15,6 +15,10 @@ if ! command -v go >/dev/null 2>&1; then
 	exit 1
 fi
 
+echo "== tools: protobuf and Thrift compilers" >&2
+scripts/tools.sh
+export INLET_TEST_REQUIRE_GENERATORS=1
+
 echo "== starting Kafka and Redis" >&2
 trap 'echo "== stopping Kafka and Redis" >&2; scripts/services.sh stop' EXIT
 eval "$(scripts/services.sh start)"

@@ -1,0 +1,52 @@
+package auth
+
+import (
+	"errors"
+	"time"
+)
+
+// Client is one entry of the clients file.
+type Client struct {
+	ID string `json:"id"`
+	// SecretSHA256 is the hex SHA-256 of the client's secret. Secrets are
+	// 256-bit random strings made by `inlet clients add`, so a plain hash
+	// is enough to keep them from being read off the file (no password
+	// stretching is needed for a secret nobody can guess).
+	SecretSHA256 string `json:"secret_sha256"`
+	// Groups the client may send events of and look up; empty for all.
+	Groups []string `json:"groups,omitempty"`
+	// DefaultGroup is the group of its events that name none; "" for the
+	// gateway's --catalog-default-group.
+	DefaultGroup string `json:"default_group,omitempty"`
+	// Rate is events (or catalog calls) per second; 0 for no limit. Burst
+	// is how many may come at once (default: Rate, at least 1).
+	Rate  float64 `json:"rate,omitempty"`
+	Burst int     `json:"burst,omitempty"`
+	// Admin clients may change the catalog (Upsert, Block).
+	Admin bool `json:"admin,omitempty"`
+	// Created is when the client was added.
+	Created time.Time `json:"created"`
+}
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Client *Client
+	// Session is a session token the caller may present instead of its
+	// secret, and its expiry: sent back in the answer (AuthRp.token).
+	Session string
+	Expires time.Time
+}
+
+// Errors of authentication and admission, wrapped; each answers 401 (gRPC
+// Unauthenticated), except ErrForbidden (403, PermissionDenied) and
+// ErrRateLimited (429 with Retry-After, ResourceExhausted).
+var (
+	ErrMissing       = errors.New("auth: no credentials")
+	ErrUnknownClient = errors.New("auth: unknown client")
+	ErrBadSecret     = errors.New("auth: wrong secret")
+	ErrExpired       = errors.New("auth: session token expired")
+	ErrTampered      = errors.New("auth: session token invalid")
+	ErrWrongClient   = errors.New("auth: session token of another client")
+	ErrForbidden     = errors.New("auth: not allowed")
+	ErrRateLimited   = errors.New("auth: over the client's rate")
+)
