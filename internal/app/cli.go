@@ -35,6 +35,8 @@ Usage:
   inlet bench   http ...  load generator: open loop at --rate or closed loop, honest latency reports
   inlet worker  [flags]   answer request-reply calls from Kafka: --echo, --http URL or --exec CMD
   inlet ship    [flags]   send lines of stdin (or a followed --file) as events to inlet or straight to Kafka
+  inlet catalog serve|get|list|set|import|export   the event catalog: serve it over gRPC and Thrift, read and change it
+  inlet clients add --file FILE NAME               add a client (id and secret) to a clients file
   inlet version           print the version
 
 Every flag can also be set from the environment: --produce-timeout is
@@ -65,6 +67,10 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = runWorker(ctx, rest, env)
 	case "ship":
 		err = runShip(ctx, rest, env)
+	case "catalog":
+		err = runCatalog(ctx, rest, env)
+	case "clients":
+		err = runClients(ctx, rest, env)
 	case "version", "--version", "-version":
 		fmt.Fprintln(env.Stdout, versionString())
 	case "help", "-h", "--help":
