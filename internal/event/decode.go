@@ -328,6 +328,13 @@ const (
 	ReasonMissingEvent Reason = "missing_event"
 	ReasonBadField     Reason = "bad_field"
 	ReasonUnknownField Reason = "unknown_field"
+	// ReasonPlanViolation: the event breaks the tracking plan (a blocked
+	// event type in any mode; any violation in mode block). Ingest sets it;
+	// the violations are in the inlet-violations header.
+	ReasonPlanViolation Reason = "plan_violation"
+	// ReasonForbiddenGroup: the event's group is not one its client may
+	// send (--auth). Ingest sets it.
+	ReasonForbiddenGroup Reason = "forbidden_group"
 )
 
 // Invalid says why one event was rejected.
@@ -558,6 +565,7 @@ type Meta struct {
 	ReceivedAt time.Time
 	IP         string
 	UA         string
+	Client     string // the authenticated client id; "" without credentials
 }
 
 // Enrich adds the server's fields to e and gives it an id (a UUIDv7) when the
@@ -577,6 +585,36 @@ func (e *Event) Enrich(m Meta) {
 		ua = ua[:cut]
 	}
 	e.UA = ua
+	e.Client = m.Client
+}
+
+// ContextGroup returns the "group" of e's context: ok false when the
+// context has none (or it is null or ""), an Invalid when it is not a
+// string. It decodes the context, so call it only when the group matters
+// (with credentials or the catalog on).
+func (e *Event) ContextGroup() (group string, ok bool, bad *Invalid) {
+	if len(e.Context) == 0 {
+		return "", false, nil
+	}
+	var c struct {
+		Group json.RawMessage `json:"group"`
+	}
+	if err := json.Unmarshal(e.Context, &c); err != nil { // Parse checked it is an object
+		return "", false, invalid(ReasonMalformed, "\"context\" cannot be read: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if len(c.Group) == 0 || isNull(c.Group) {
+		return "", false, nil
+	}
+	if c.Group[0] != '"' {
+		return "", false, invalid(ReasonBadField, "\"context.group\" must be a string naming the event's group, got %s", jsonKind(c.Group[0]))
+	}
+	if err := json.Unmarshal(c.Group, &group); err != nil {
+		return "", false, invalid(ReasonBadField, "\"context.group\" is not a valid JSON string")
+	}
+	if n := utf8.RuneCountInString(group); n > MaxNameChars {
+		return "", false, invalid(ReasonBadField, "\"context.group\" is %d characters; the limit is %d", n, MaxNameChars)
+	}
+	return group, group != "", nil
 }
 
 // NewID returns a new UUIDv7: unique, and ordered by creation time.

@@ -8,11 +8,13 @@ package event
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
 // Event is one tracking event as delivered to Kafka: the fields the client
-// sent, plus the enrichment added by the server (ReceivedAt, IP, UA).
+// sent, plus the enrichment added by the server (ReceivedAt, IP, UA, and,
+// with credentials or the catalog on, Client, Group and Code).
 //
 // Props, Context and TS are kept as the client sent them (compacted JSON).
 type Event struct {
@@ -27,6 +29,15 @@ type Event struct {
 	ReceivedAt time.Time `json:"received_at"`
 	IP         string    `json:"ip,omitempty"`
 	UA         string    `json:"ua,omitempty"`
+	// Client is the authenticated client id (--auth); "" without.
+	Client string `json:"client,omitempty"`
+	// Group is the event's group (context.group, else the client's
+	// default group, else the catalog's), set with --auth or --catalog.
+	Group string `json:"group,omitempty"`
+	// Code is the catalog code of (Group, Event); 0 when it has none (no
+	// catalog, an unplanned event in mode warn, the store unreachable).
+	// The catalog's codes start at 1.
+	Code int64 `json:"code,omitempty"`
 }
 
 // Key returns the record key: uid, else anon_id, else id, so that all events
@@ -56,6 +67,18 @@ const (
 	// HeaderTruncated is "true" on a dead-letter record whose value was cut to
 	// the maximum event size.
 	HeaderTruncated = "inlet-truncated"
+	// HeaderEventCode carries the event's catalog code, in decimal, when it
+	// has one (Event.Code).
+	HeaderEventCode = "inlet-event-code"
+	// HeaderViolations lists how an event breaks the tracking plan: on
+	// records let through in mode warn, and on dead-letter records of
+	// events rejected for it. Its value is a compact JSON array of objects
+	// {"type","path"}: type a catalog violation type (unplanned_event,
+	// blocked_event, required_missing, datatype_mismatch,
+	// additional_properties, invalid_value), path the JSON pointer of the
+	// property within props ("" for the event itself), e.g.
+	// [{"type":"required_missing","path":"/price"}].
+	HeaderViolations = "inlet-violations"
 )
 
 // Header is one Kafka record header.
@@ -87,7 +110,8 @@ func (r *Record) Size() int {
 }
 
 // Record encodes e as the record delivered to topic: the JSON value, the key
-// and the id/name/content-type headers.
+// and the id/name/content-type headers, and inlet-event-code when e has a
+// Code.
 func (e *Event) Record(topic string) (Record, error) {
 	// No HTML escaping: the value keeps props as the client sent them
 	// (compacted), not with <, > and & rewritten as \u003c...
@@ -98,15 +122,25 @@ func (e *Event) Record(topic string) (Record, error) {
 		return Record{}, err
 	}
 	v := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	return Record{
-		Topic: topic,
-		Key:   []byte(e.Key()),
-		Value: v,
-		Headers: []Header{
+	var headers []Header
+	if e.Code == 0 {
+		headers = []Header{
 			{Key: HeaderEventID, Value: []byte(e.ID)},
 			{Key: HeaderEventName, Value: []byte(e.Event)},
 			{Key: HeaderContentType, Value: []byte("application/json")},
-		},
+		}
+	} else {
+		headers = make([]Header, 4)
+		headers[0] = Header{Key: HeaderEventID, Value: []byte(e.ID)}
+		headers[1] = Header{Key: HeaderEventName, Value: []byte(e.Event)}
+		headers[2] = Header{Key: HeaderContentType, Value: []byte("application/json")}
+		headers[3] = Header{Key: HeaderEventCode, Value: strconv.AppendInt(nil, e.Code, 10)}
+	}
+	return Record{
+		Topic:   topic,
+		Key:     []byte(e.Key()),
+		Value:   v,
+		Headers: headers,
 		EventID: e.ID,
 	}, nil
 }

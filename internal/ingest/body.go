@@ -28,6 +28,11 @@ type httpError struct {
 	msg    string
 	offset int64 // byte offset in the (decompressed) body, or -1
 	retry  bool  // send Retry-After
+	// retryAfter, when positive, is the Retry-After to send, in seconds
+	// (a client over its rate), instead of the configured one.
+	retryAfter int
+	// challenge sends WWW-Authenticate (a 401).
+	challenge bool
 }
 
 func (e *httpError) Error() string { return e.msg }

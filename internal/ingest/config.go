@@ -75,6 +75,11 @@ type Config struct {
 	AllowedOrigins []string
 	// TrustedProxies are the peers whose X-Forwarded-For is believed.
 	TrustedProxies []netip.Prefix
+
+	// DefaultGroup is the group of events that name none (context.group)
+	// and whose client has no default group, with credentials on and no
+	// catalog; with a catalog, its DefaultGroup is used. Empty: "default".
+	DefaultGroup string
 }
 
 // DefaultConfig returns the documented defaults.

@@ -13,6 +13,15 @@ type Metrics struct {
 	EventsAccepted prometheus.Counter
 	EventsRejected *prometheus.CounterVec
 	SinkErrors     *prometheus.CounterVec
+	// AuthRejected counts requests refused for their credentials or their
+	// client's rate (--auth), by reason.
+	AuthRejected *prometheus.CounterVec
+	// CatalogUnresolved counts events let through without a catalog code,
+	// by reason (unavailable: the store is unreachable).
+	CatalogUnresolved *prometheus.CounterVec
+	// CatalogViolations counts tracking-plan violations found, by type and
+	// mode (warn: let through; block, or blocked_event: rejected).
+	CatalogViolations *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -39,13 +48,28 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "inlet_sink_errors_total",
 			Help: "Requests answered 503 because the sink failed, by kind (full, timeout, error).",
 		}, []string{"kind"}),
+		AuthRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inlet_auth_rejected_total",
+			Help: "Ingest requests refused for their credentials (401) or their client's rate (429), by reason.",
+		}, []string{"reason"}),
+		CatalogUnresolved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inlet_catalog_unresolved_events_total",
+			Help: "Events accepted without a catalog code, by reason (unavailable: the catalog store was unreachable; error; not_found).",
+		}, []string{"reason"}),
+		CatalogViolations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inlet_catalog_violations_total",
+			Help: "Tracking-plan violations of events taken by the sink, by violation type and catalog mode.",
+		}, []string{"type", "mode"}),
 	}
 	for _, r := range []event.Reason{event.ReasonMalformed, event.ReasonNotObject, event.ReasonTooLarge,
-		event.ReasonMissingEvent, event.ReasonBadField, event.ReasonUnknownField} {
+		event.ReasonMissingEvent, event.ReasonBadField, event.ReasonUnknownField,
+		event.ReasonPlanViolation, event.ReasonForbiddenGroup} {
 		m.EventsRejected.WithLabelValues(string(r)) // export zeros
 	}
+	m.CatalogUnresolved.WithLabelValues("unavailable")
 	if reg != nil {
-		reg.MustRegister(m.Requests, m.Duration, m.EventsAccepted, m.EventsRejected, m.SinkErrors)
+		reg.MustRegister(m.Requests, m.Duration, m.EventsAccepted, m.EventsRejected, m.SinkErrors,
+			m.AuthRejected, m.CatalogUnresolved, m.CatalogViolations)
 	}
 	return m
 }

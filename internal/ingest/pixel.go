@@ -20,6 +20,9 @@ var gif = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\x00\x00\x00!\xf
 // c.<key>=) or as data=<base64url JSON event>. It always answers the GIF,
 // also for an invalid event (which is dead-lettered and counted), so that a
 // page never shows a broken image; 503 when the event could not be stored.
+// With credentials on (--auth) the request carries them as k=<secret> (a
+// browser sets no header on an image); refused credentials still get the
+// image, with status 401 (429 over the client's rate).
 // HEAD answers the GIF's headers and records nothing: link checkers and
 // prefetchers send it, not pages.
 func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
@@ -34,24 +37,52 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	meta := s.meta(r)
-	raw, bad := pixelEvent(r.URL.RawQuery)
-	var rec event.Record
-	if bad != nil {
-		rec = s.deadLetter(raw, bad, meta)
-	} else {
-		rec, bad = s.build(raw, meta)
+	p, herr := s.authenticate(r)
+	if herr == nil {
+		herr = s.admit(p, 1)
 	}
-	recs := []event.Record{rec}
+	if herr != nil {
+		s.pixelError(w, herr)
+		return
+	}
+	meta := s.meta(r)
+	meta.Client = clientID(p)
+	raw, bad := pixelEvent(r.URL.RawQuery)
+	var (
+		recs     []event.Record
+		accepted int
+		t        tally
+	)
+	switch {
+	case bad != nil:
+		recs = []event.Record{s.deadLetter(raw, bad, meta)}
+	case s.planned():
+		var ans Answer
+		recs, ans, t = s.recordsPlanned(r, [][]byte{raw}, meta, p)
+		accepted = ans.Accepted
+	default:
+		var rec event.Record
+		rec, bad = s.build(raw, meta)
+		recs = []event.Record{rec}
+		if bad == nil {
+			accepted = 1
+		}
+	}
 	if !s.writePixel(w, r, recs) {
 		return
 	}
-	accepted := 1
-	if bad != nil {
-		accepted = 0
-	}
 	s.count(accepted, recs)
+	t.count(s.metrics, s.mode)
 	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(gif)
+}
+
+// pixelError answers a refused pixel request (credentials, rate) with the
+// image and the refusal's status and headers: a page shows no broken
+// image, and the status says what happened.
+func (s *Server) pixelError(w http.ResponseWriter, e *httpError) {
+	s.errorHeaders(w.Header(), e)
+	w.WriteHeader(e.status)
 	_, _ = w.Write(gif)
 }
 

@@ -18,6 +18,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/ratelog"
 )
@@ -41,10 +43,18 @@ type Server struct {
 	zstd    *sync.Pool // *zstd.Decoder, bounded by the config
 	// sinkWarn logs failed sink writes once per sinkWarnEvery, with a count.
 	sinkWarn *ratelog.Limiter
+
+	// With WithAuth and WithCatalog (plan.go); nil without.
+	auth           Authenticator
+	cat            Catalog
+	mode           catalog.Mode // cat's
+	defaultGroup   string
+	unresolvedWarn *ratelog.Limiter
 }
 
-// New creates a Server writing to sink. reg may be nil.
-func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+// New creates a Server writing to sink, with the parts opts add
+// (credentials, the catalog). reg may be nil.
+func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer, opts ...Option) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -60,6 +70,10 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer) (*S
 			s.origins[strings.TrimRight(o, "/")] = true
 		}
 	}
+	for _, o := range opts {
+		o(s)
+	}
+	s.initPlan()
 	return s, nil
 }
 
@@ -193,7 +207,11 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request, allow string)
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
 	h.Set("Access-Control-Allow-Methods", allow)
-	h.Set("Access-Control-Allow-Headers", "Content-Type, Content-Encoding")
+	if s.auth != nil {
+		h.Set("Access-Control-Allow-Headers", "Content-Type, Content-Encoding, Authorization")
+	} else {
+		h.Set("Access-Control-Allow-Headers", "Content-Type, Content-Encoding")
+	}
 	h.Set("Access-Control-Max-Age", "86400")
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -202,6 +220,9 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request, allow string)
 type Rejection struct {
 	Index int    `json:"index"`
 	Error string `json:"error"`
+	// Violations are how the event breaks the tracking plan, when that is
+	// why it was rejected (--catalog-mode block, or a blocked event type).
+	Violations []catalog.Violation `json:"violations,omitempty"`
 }
 
 // Answer is the body of a batch or track answer.
@@ -219,6 +240,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		s.writeError(w, herr)
 		return
 	}
+	p, herr := s.authenticate(r) // before the body: nothing of it is read
+	if herr != nil {
+		s.writeError(w, herr)
+		return
+	}
 	hold := &membudget.Hold{B: s.budget, Conn: membudget.ConnFrom(r.Context())}
 	defer hold.Release()
 	body, herr := s.readBody(w, r, hold)
@@ -232,7 +258,31 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		s.writeError(w, bodyError(err))
 		return
 	}
+	if herr := s.admit(p, len(items)); herr != nil {
+		s.writeError(w, herr)
+		return
+	}
 	meta := s.meta(r)
+	meta.Client = clientID(p)
+	recs, ans, t := s.records(r, items, meta, p)
+	if !s.write(w, detached(r), recs) {
+		return
+	}
+	s.count(ans.Accepted, recs)
+	t.count(s.metrics, s.mode)
+	status := s.cfg.AckStatus
+	if ans.Accepted == 0 {
+		status = http.StatusBadRequest
+	}
+	writeJSON(w, status, ans)
+}
+
+// records turns a request's raw events into their records, and the answer
+// that says which were rejected and why.
+func (s *Server) records(r *http.Request, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
+	if s.planned() {
+		return s.recordsPlanned(r, items, meta, p)
+	}
 	recs := make([]event.Record, 0, len(items))
 	ans := Answer{Rejected: []Rejection{}}
 	for i, raw := range items {
@@ -244,15 +294,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		}
 		recs = append(recs, rec)
 	}
-	if !s.write(w, detached(r), recs) {
-		return
-	}
-	s.count(ans.Accepted, recs)
-	status := s.cfg.AckStatus
-	if ans.Accepted == 0 {
-		status = http.StatusBadRequest
-	}
-	writeJSON(w, status, ans)
+	return recs, ans, tally{}
 }
 
 // build turns one raw event into its record, or into a dead-letter record
@@ -409,16 +451,29 @@ type errorBody struct {
 	Offset *int64 `json:"offset,omitempty"`
 }
 
-// writeError answers e, with Retry-After where the client should retry.
+// writeError answers e, with Retry-After where the client should retry,
+// and WWW-Authenticate with a 401.
 func (s *Server) writeError(w http.ResponseWriter, e *httpError) {
-	if e.retry {
-		w.Header().Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
-	}
+	s.errorHeaders(w.Header(), e)
 	b := errorBody{Error: e.msg}
 	if e.offset >= 0 {
 		b.Offset = &e.offset
 	}
 	writeJSON(w, e.status, b)
+}
+
+// errorHeaders sets the headers e's answer needs.
+func (s *Server) errorHeaders(h http.Header, e *httpError) {
+	switch {
+	case e.retryAfter > 0:
+		h.Set("Retry-After", strconv.Itoa(e.retryAfter))
+	case e.retry:
+		h.Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
+	}
+	if e.challenge {
+		h.Set("WWW-Authenticate", `Bearer realm="inlet"`)
+		h.Add("WWW-Authenticate", `Basic realm="inlet"`)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -1,0 +1,401 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/ratelog"
+)
+
+// Authenticator checks the credentials of ingest requests (--auth); an
+// *auth.Authenticator is one. Its methods must be safe for concurrent use.
+type Authenticator interface {
+	// FromHTTP authenticates a request by its Authorization header
+	// (Bearer, or Basic with the client id as user) or its k= parameter.
+	FromHTTP(r *http.Request) (auth.Principal, error)
+	// Allow charges n events to p's rate; over it, auth.ErrRateLimited
+	// and how long to wait.
+	Allow(p auth.Principal, n int) (retryAfter time.Duration, err error)
+	// AllowGroup reports whether p may send events of group
+	// (auth.ErrForbidden if not).
+	AllowGroup(p auth.Principal, group string) error
+}
+
+// catalogResult is what Catalog.Resolve answers for one key.
+// (catalog.Result once the catalog package has it.)
+type catalogResult struct {
+	Entry catalog.Entry
+	Found bool
+	Err   error
+}
+
+// Catalog is the event catalog ingest gives codes from and checks events
+// against (--catalog); a *catalog.Catalog is one. Its methods must be safe
+// for concurrent use.
+type Catalog interface {
+	Mode() catalog.Mode
+	DefaultGroup() string
+	// Resolve answers the keys of one request at once, without a store
+	// round trip per key; out[i] is the answer of keys[i].
+	Resolve(ctx context.Context, keys []catalog.Key, out []catalogResult)
+	// Check returns how props (and the entry's status) break the plan.
+	Check(e *catalog.Entry, props []byte) []catalog.Violation
+}
+
+// Option adds a part to a Server (see New).
+type Option func(*Server)
+
+// WithAuth has every ingest route require credentials (--auth): a request
+// without valid ones is answered 401 before its body is read, one over its
+// client's rate 429, and an event of a group its client may not send is
+// rejected. The client id goes in each event (client). A nil a is no auth.
+func WithAuth(a Authenticator) Option { return func(s *Server) { s.auth = a } }
+
+// WithCatalog gives each event its group and catalog code (group, code and
+// the inlet-event-code header) and enforces the tracking plan by the
+// catalog's mode. A nil c is no catalog.
+func WithCatalog(c Catalog) Option { return func(s *Server) { s.cat = c } }
+
+// unresolvedWarnEvery is how often events let through without a code are
+// logged: a store outage hits every event.
+const unresolvedWarnEvery = 10 * time.Second
+
+// planned reports whether events need more than parsing: a group, a
+// client's admission, a catalog answer.
+func (s *Server) planned() bool { return s.auth != nil || s.cat != nil }
+
+// initPlan sets what WithAuth and WithCatalog need, after the options ran.
+func (s *Server) initPlan() {
+	s.defaultGroup = s.cfg.DefaultGroup
+	if s.cat != nil {
+		s.mode = s.cat.Mode()
+		if g := s.cat.DefaultGroup(); g != "" {
+			s.defaultGroup = g
+		}
+		s.unresolvedWarn = ratelog.New(s.log, slog.LevelWarn, "events let through without a catalog code (the catalog store is unreachable)", unresolvedWarnEvery)
+	}
+	if s.defaultGroup == "" {
+		s.defaultGroup = "default"
+	}
+}
+
+// authenticate checks r's credentials before its body is read. Without an
+// Authenticator it lets everything in, with no client.
+func (s *Server) authenticate(r *http.Request) (auth.Principal, *httpError) {
+	if s.auth == nil {
+		return auth.Principal{}, nil
+	}
+	p, err := s.auth.FromHTTP(r)
+	if err == nil && p.Client == nil {
+		err = fmt.Errorf("%w: the credentials name no client", auth.ErrUnknownClient)
+	}
+	if err != nil {
+		s.metrics.AuthRejected.WithLabelValues(authReason(err)).Inc()
+		status := authStatus(err)
+		return p, &httpError{status: status, offset: -1, challenge: status == http.StatusUnauthorized,
+			msg: "credentials refused: " + err.Error() + "; send Authorization: Bearer <secret or session token>, or Basic with the client id as user and the secret as password (on the pixel: k=<secret>)"}
+	}
+	return p, nil
+}
+
+// admit charges a request's n events to its client's rate.
+func (s *Server) admit(p auth.Principal, n int) *httpError {
+	if s.auth == nil {
+		return nil
+	}
+	wait, err := s.auth.Allow(p, n)
+	if err == nil {
+		return nil
+	}
+	s.metrics.AuthRejected.WithLabelValues(authReason(err)).Inc()
+	if !errors.Is(err, auth.ErrRateLimited) {
+		return &httpError{status: authStatus(err), offset: -1, msg: "events refused: " + err.Error()}
+	}
+	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	return &httpError{status: http.StatusTooManyRequests, offset: -1, retryAfter: secs,
+		msg: fmt.Sprintf("client %q is over its rate (this request holds %d events); nothing was stored: retry after %d s", p.Client.ID, n, secs)}
+}
+
+// authStatus is the HTTP status of an auth error: 403 for a client that
+// may not do this, 429 over its rate, 401 for everything else (missing,
+// unknown, wrong, expired or forged credentials).
+func authStatus(err error) int {
+	switch {
+	case errors.Is(err, auth.ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, auth.ErrRateLimited):
+		return http.StatusTooManyRequests
+	}
+	return http.StatusUnauthorized
+}
+
+// authReason labels inlet_auth_rejected_total.
+func authReason(err error) string {
+	for _, r := range []struct {
+		err   error
+		label string
+	}{
+		{auth.ErrMissing, "missing"}, {auth.ErrUnknownClient, "unknown_client"}, {auth.ErrBadSecret, "bad_secret"},
+		{auth.ErrExpired, "expired"}, {auth.ErrTampered, "tampered"}, {auth.ErrWrongClient, "wrong_client"},
+		{auth.ErrForbidden, "forbidden"}, {auth.ErrRateLimited, "rate_limited"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.label
+		}
+	}
+	return "other"
+}
+
+// clientID is p's client id, "" without one.
+func clientID(p auth.Principal) string {
+	if p.Client == nil {
+		return ""
+	}
+	return p.Client.ID
+}
+
+// tally is what a request's events did to the catalog's metrics, counted
+// once the sink took them.
+type tally struct {
+	unresolved [numUnresolved]int
+	violations []catalog.ViolationType
+}
+
+// Why an event got no code (inlet_catalog_unresolved_events_total{reason}).
+const (
+	unresolvedUnavailable = iota // the store is unreachable (catalog.ErrUnavailable)
+	unresolvedError              // any other error of the catalog
+	unresolvedNotFound           // mode open, yet no entry
+	numUnresolved
+)
+
+var unresolvedReasons = [numUnresolved]string{"unavailable", "error", "not_found"}
+
+// count adds t to the metrics.
+func (t *tally) count(m *Metrics, mode catalog.Mode) {
+	for i, n := range t.unresolved {
+		if n > 0 {
+			m.CatalogUnresolved.WithLabelValues(unresolvedReasons[i]).Add(float64(n))
+		}
+	}
+	for _, v := range t.violations {
+		m.CatalogViolations.WithLabelValues(string(v), string(mode)).Inc()
+	}
+}
+
+// recordsPlanned is records with credentials or a catalog: each event gets
+// its client and group; the client must be allowed the group; with a
+// catalog, one Resolve answers the distinct keys of the request's valid
+// events, and each event gets its code or is checked against the plan.
+// Each event is encoded once, when its code is known.
+func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
+	evs := make([]event.Event, len(items))
+	bads := make([]*event.Invalid, len(items))
+	var (
+		keys  []catalog.Key
+		keyOf []int // per event: its key's index in keys, -1 for none
+		index map[catalog.Key]int
+	)
+	if s.cat != nil {
+		keyOf = make([]int, len(items))
+		index = make(map[catalog.Key]int, len(items))
+	}
+	for i, raw := range items {
+		e, bad := event.ParseAt(raw, s.cfg.MaxEventBytes, meta.ReceivedAt)
+		if bad == nil {
+			e.Enrich(meta)
+			e.Group, bad = s.group(&e, p)
+		}
+		if bad == nil && s.auth != nil {
+			if err := s.auth.AllowGroup(p, e.Group); err != nil {
+				bad = &event.Invalid{Reason: event.ReasonForbiddenGroup,
+					Msg: fmt.Sprintf("client %q may not send events of group %q (%v)", clientID(p), e.Group, err)}
+			}
+		}
+		evs[i], bads[i] = e, bad
+		if s.cat == nil {
+			continue
+		}
+		keyOf[i] = -1
+		if bad == nil {
+			k := catalog.Key{Group: e.Group, Name: e.Event}
+			j, ok := index[k]
+			if !ok {
+				j = len(keys)
+				index[k] = j
+				keys = append(keys, k)
+			}
+			keyOf[i] = j
+		}
+	}
+	var res []catalogResult
+	if len(keys) > 0 {
+		res = make([]catalogResult, len(keys))
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.WriteTimeout)
+		s.cat.Resolve(ctx, keys, res)
+		cancel()
+	}
+
+	var t tally
+	recs := make([]event.Record, 0, len(items))
+	ans := Answer{Rejected: []Rejection{}}
+	for i, raw := range items {
+		e, bad := &evs[i], bads[i]
+		var warn, reject []catalog.Violation
+		if bad == nil && keyOf != nil && keyOf[i] >= 0 {
+			warn, reject, bad = s.apply(e, &res[keyOf[i]], &t)
+		}
+		if bad == nil {
+			rec, err := e.Record(s.cfg.Topic)
+			if err == nil {
+				if len(warn) > 0 {
+					rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(warn)})
+					t.violations = appendTypes(t.violations, warn)
+				}
+				recs = append(recs, rec)
+				ans.Accepted++
+				continue
+			}
+			s.log.Error("encoding event", "err", err) // a validated event always encodes
+			bad = &event.Invalid{Reason: event.ReasonMalformed, Msg: "event cannot be encoded: " + err.Error()}
+		}
+		rec := s.deadLetter(raw, bad, meta)
+		if len(reject) > 0 {
+			rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(reject)})
+			t.violations = appendTypes(t.violations, reject)
+		}
+		recs = append(recs, rec)
+		ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg, Violations: reject})
+	}
+	return recs, ans, t
+}
+
+// group is e's group: its context.group, else its client's default group,
+// else the default group (the catalog's).
+func (s *Server) group(e *event.Event, p auth.Principal) (string, *event.Invalid) {
+	g, ok, bad := e.ContextGroup()
+	switch {
+	case bad != nil:
+		return "", bad
+	case ok:
+		return g, nil
+	case p.Client != nil && p.Client.DefaultGroup != "":
+		return p.Client.DefaultGroup, nil
+	}
+	return s.defaultGroup, nil
+}
+
+// apply gives e its catalog answer: its code when found, and what the plan
+// says of it by the catalog's mode. It returns the violations to let
+// through in a header (mode warn), or those that reject e (a blocked event
+// type in any mode; any violation in mode block) with the rejection. An
+// unreachable store lets e through without a code: an outage of the store
+// never loses events.
+func (s *Server) apply(e *event.Event, res *catalogResult, t *tally) (warn, reject []catalog.Violation, bad *event.Invalid) {
+	switch {
+	case res.Err != nil:
+		if errors.Is(res.Err, catalog.ErrInvalid) {
+			return nil, nil, &event.Invalid{Reason: event.ReasonBadField, Msg: fmt.Sprintf("event type %q of group %q cannot be in the catalog: %v", e.Event, e.Group, res.Err)}
+		}
+		why := unresolvedError
+		if errors.Is(res.Err, catalog.ErrUnavailable) {
+			why = unresolvedUnavailable
+		}
+		t.unresolved[why]++
+		s.unresolvedWarn.Log("reason", unresolvedReasons[why], "group", e.Group, "event", e.Event, "err", res.Err)
+		return nil, nil, nil
+	case !res.Found:
+		if s.mode == catalog.ModeOpen { // Resolve fills in mode open: no entry is a catalog fault
+			t.unresolved[unresolvedNotFound]++
+			return nil, nil, nil
+		}
+		vs := []catalog.Violation{{Type: catalog.ViolationUnplanned,
+			Msg: fmt.Sprintf("event type %q of group %q is not in the tracking plan", e.Event, e.Group)}}
+		return s.judge(e, vs)
+	}
+	ent := &res.Entry
+	if ent.Status == catalog.StatusBlocked {
+		vs := []catalog.Violation{{Type: catalog.ViolationBlocked,
+			Msg: fmt.Sprintf("event type %q of group %q is blocked", e.Event, e.Group)}}
+		return nil, vs, planInvalid(vs, s.mode)
+	}
+	e.Code = ent.Code
+	if s.mode == catalog.ModeOpen {
+		return nil, nil, nil
+	}
+	return s.judge(e, s.cat.Check(ent, e.Props))
+}
+
+// judge decides on an event's violations by the mode: none let it through;
+// a blocked one, or any in mode block, rejects it; others in mode warn go
+// in its header.
+func (s *Server) judge(e *event.Event, vs []catalog.Violation) (warn, reject []catalog.Violation, bad *event.Invalid) {
+	if len(vs) == 0 {
+		return nil, nil, nil
+	}
+	blocked := false
+	for _, v := range vs {
+		blocked = blocked || v.Type == catalog.ViolationBlocked
+	}
+	if blocked || s.mode == catalog.ModeBlock {
+		e.Code = 0
+		return nil, vs, planInvalid(vs, s.mode)
+	}
+	return vs, nil, nil
+}
+
+// planInvalid is the rejection of an event for its violations: one line
+// that names each.
+func planInvalid(vs []catalog.Violation, mode catalog.Mode) *event.Invalid {
+	var b strings.Builder
+	fmt.Fprintf(&b, "breaks the tracking plan (--catalog-mode %s): ", mode)
+	for i, v := range vs {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(string(v.Type))
+		if v.Path != "" {
+			b.WriteString(" at ")
+			b.WriteString(v.Path)
+		}
+		if v.Msg != "" {
+			b.WriteString(": ")
+			b.WriteString(v.Msg)
+		}
+	}
+	return &event.Invalid{Reason: event.ReasonPlanViolation, Msg: b.String()}
+}
+
+// headerViolation is one violation in the inlet-violations header.
+type headerViolation struct {
+	Type catalog.ViolationType `json:"type"`
+	Path string                `json:"path"`
+}
+
+// violationsHeader is the value of event.HeaderViolations: a compact JSON
+// array of {"type","path"}.
+func violationsHeader(vs []catalog.Violation) []byte {
+	hv := make([]headerViolation, len(vs))
+	for i, v := range vs {
+		hv[i] = headerViolation{Type: v.Type, Path: v.Path}
+	}
+	b, _ := json.Marshal(hv) // strings only: it cannot fail
+	return b
+}
+
+func appendTypes(dst []catalog.ViolationType, vs []catalog.Violation) []catalog.ViolationType {
+	for _, v := range vs {
+		dst = append(dst, v.Type)
+	}
+	return dst
+}
