@@ -1,0 +1,347 @@
+package catalogrpc
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
+)
+
+// callError is why a call failed, with the gRPC code both front ends report
+// (Thrift's CatalogError uses the same numbers).
+type callError struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *callError) Error() string { return e.msg }
+
+func failf(code codes.Code, format string, args ...any) *callError {
+	return &callError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// codeOf is the gRPC code of a call's error (OK for nil).
+func codeOf(err error) codes.Code {
+	if err == nil {
+		return codes.OK
+	}
+	var ce *callError
+	if errors.As(err, &ce) {
+		return ce.code
+	}
+	return codes.Internal
+}
+
+// creds are a call's credentials: a client id, and its secret or a session
+// token.
+type creds struct{ id, token string }
+
+// authenticate checks c.
+func (s *Server) authenticate(c creds) (auth.Principal, error) {
+	if c.token == "" {
+		return auth.Principal{}, authFailure(auth.ErrMissing, c.id)
+	}
+	p, err := s.au.Authenticate(c.id, c.token)
+	if err != nil {
+		return p, authFailure(err, c.id)
+	}
+	return p, nil
+}
+
+// authorize admits one call of p, under its rate, for group (when not "");
+// write calls need an admin client.
+func (s *Server) authorize(p auth.Principal, group string, write bool) error {
+	id := ""
+	if p.Client != nil {
+		id = p.Client.ID
+	}
+	if retry, err := s.au.Allow(p, 1); err != nil {
+		if errors.Is(err, auth.ErrRateLimited) {
+			return failf(codes.ResourceExhausted, "rate limited: client %q is over its rate; retry after %v", id, retry.Round(time.Millisecond))
+		}
+		s.log.Error("catalog RPC: admitting a call failed", "client", id, "err", err)
+		return failf(codes.Internal, "internal: admitting the call failed")
+	}
+	if write && (p.Client == nil || !p.Client.Admin) {
+		return failf(codes.PermissionDenied, "permission denied: client %q is not an admin; Upsert and Block need one", id)
+	}
+	if group != "" {
+		if err := s.au.AllowGroup(p, group); err != nil {
+			if errors.Is(err, auth.ErrForbidden) {
+				return failf(codes.PermissionDenied, "permission denied: client %q may not use group %q", id, group)
+			}
+			s.log.Error("catalog RPC: checking a group failed", "client", id, "group", group, "err", err)
+			return failf(codes.Internal, "internal: checking the group failed")
+		}
+	}
+	return nil
+}
+
+// authFailure says why credentials were refused, naming the client but
+// never the secret or token.
+func authFailure(err error, id string) *callError {
+	var msg string
+	switch {
+	case errors.Is(err, auth.ErrMissing):
+		msg = "no credentials: give the client id and its secret or a session token"
+	case errors.Is(err, auth.ErrUnknownClient) && id == "":
+		msg = "no client has this secret; give the client id"
+	case errors.Is(err, auth.ErrUnknownClient):
+		msg = fmt.Sprintf("unknown client %q", id)
+	case errors.Is(err, auth.ErrBadSecret):
+		msg = fmt.Sprintf("wrong secret for client %q", id)
+	case errors.Is(err, auth.ErrExpired):
+		msg = "session token expired; present the client's secret for a new one"
+	case errors.Is(err, auth.ErrTampered):
+		msg = "session token invalid: not one this server signed"
+	case errors.Is(err, auth.ErrWrongClient):
+		msg = fmt.Sprintf("session token of another client than %q", id)
+	default:
+		return failf(codes.Internal, "internal: checking the credentials failed")
+	}
+	return &callError{code: codes.Unauthenticated, msg: "unauthenticated: " + msg}
+}
+
+// catalogFailure maps a catalog error.
+func catalogFailure(ctx context.Context, err error, k catalog.Key) *callError {
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return failf(codes.DeadlineExceeded, "deadline exceeded: the catalog did not answer in time for %s/%s", k.Group, k.Name)
+	case errors.Is(ctx.Err(), context.Canceled):
+		return failf(codes.Canceled, "canceled")
+	case errors.Is(err, catalog.ErrNotFound):
+		return failf(codes.NotFound, "not found: the catalog has no event type %q in group %q", k.Name, k.Group)
+	case errors.Is(err, catalog.ErrInvalid):
+		return failf(codes.InvalidArgument, "invalid argument: %v", err)
+	case errors.Is(err, catalog.ErrUnavailable):
+		return failf(codes.Unavailable, "unavailable: %v; retry", err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return failf(codes.DeadlineExceeded, "deadline exceeded: %v", err)
+	}
+	return failf(codes.Internal, "internal: %v", err)
+}
+
+// dataType is inf.Data/DataType: the entry of (group, name), assigned on
+// first sight in catalog mode open. An empty group is the client's default
+// group, else the catalog's.
+func (s *Server) dataType(ctx context.Context, c creds, group, name string) (catalog.Entry, auth.Principal, error) {
+	p, err := s.authenticate(c)
+	if err != nil {
+		return catalog.Entry{}, p, err
+	}
+	if group == "" {
+		if p.Client != nil {
+			group = p.Client.DefaultGroup
+		}
+		if group == "" {
+			group = s.cat.DefaultGroup()
+		}
+	}
+	if err := s.authorize(p, group, false); err != nil {
+		return catalog.Entry{}, p, err
+	}
+	k := catalog.Key{Group: group, Name: name}
+	if name == "" {
+		return catalog.Entry{}, p, failf(codes.InvalidArgument, "invalid argument: the event name is empty")
+	}
+	e, err := s.cat.Lookup(ctx, k)
+	if err != nil {
+		return e, p, catalogFailure(ctx, err, k)
+	}
+	return e, p, nil
+}
+
+// get is Catalog.Get.
+func (s *Server) get(ctx context.Context, c creds, k catalog.Key) (catalog.Entry, auth.Principal, error) {
+	p, err := s.authenticate(c)
+	if err != nil {
+		return catalog.Entry{}, p, err
+	}
+	if err := s.authorize(p, k.Group, false); err != nil {
+		return catalog.Entry{}, p, err
+	}
+	if err := checkKey(k); err != nil {
+		return catalog.Entry{}, p, err
+	}
+	e, err := s.cat.Get(ctx, k)
+	if err != nil {
+		return e, p, catalogFailure(ctx, err, k)
+	}
+	return e, p, nil
+}
+
+func checkKey(k catalog.Key) error {
+	if k.Group == "" || k.Name == "" {
+		return failf(codes.InvalidArgument, "invalid argument: give both the group and the name")
+	}
+	return nil
+}
+
+// List paging: page sizes and how many store pages one call may scan for a
+// client limited to some groups.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+	maxListScans    = 8
+)
+
+// pageToken is what a List page token carries: the request's group and the
+// last key returned. It is opaque to clients (base64 of JSON).
+type pageToken struct {
+	V     int    `json:"v"`
+	Query string `json:"q"`
+	Group string `json:"g"`
+	Name  string `json:"n"`
+}
+
+func encodePageToken(query string, after catalog.Key) string {
+	b, _ := json.Marshal(pageToken{V: 1, Query: query, Group: after.Group, Name: after.Name})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodePageToken(s, query string) (catalog.Key, error) {
+	if s == "" {
+		return catalog.Key{}, nil
+	}
+	var t pageToken
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &t)
+	}
+	if err != nil || t.V != 1 || t.Name == "" {
+		return catalog.Key{}, failf(codes.InvalidArgument, "invalid argument: the page token is not one this server gave; start again with an empty one")
+	}
+	if t.Query != query {
+		return catalog.Key{}, failf(codes.InvalidArgument, "invalid argument: the page token is of a List of group %q, not %q", t.Query, query)
+	}
+	return catalog.Key{Group: t.Group, Name: t.Name}, nil
+}
+
+// list is Catalog.List: a page of entries in (group, name) order, and the
+// token of the next page ("" after the last). With group "", a client
+// limited to some groups sees only theirs.
+func (s *Server) list(ctx context.Context, c creds, group string, pageSize int32, token string) ([]catalog.Entry, string, auth.Principal, error) {
+	p, err := s.authenticate(c)
+	if err != nil {
+		return nil, "", p, err
+	}
+	if err := s.authorize(p, group, false); err != nil {
+		return nil, "", p, err
+	}
+	size := int(pageSize)
+	switch {
+	case size < 0:
+		return nil, "", p, failf(codes.InvalidArgument, "invalid argument: page size %d is negative", size)
+	case size == 0:
+		size = defaultPageSize
+	case size > maxPageSize:
+		size = maxPageSize
+	}
+	after, err := decodePageToken(token, group)
+	if err != nil {
+		return nil, "", p, err
+	}
+	filter := group == "" && p.Client != nil && len(p.Client.Groups) > 0
+	var out []catalog.Entry
+	for scan := 0; scan < maxListScans; scan++ {
+		// One more than asked, to know whether there is a next page.
+		got, err := s.cat.List(ctx, group, after, size+1-len(out))
+		if err != nil {
+			return nil, "", p, catalogFailure(ctx, err, catalog.Key{Group: group})
+		}
+		more := len(got) > size-len(out)
+		if more {
+			got = got[:size-len(out)]
+		}
+		for _, e := range got {
+			if filter && s.au.AllowGroup(p, e.Group) != nil {
+				continue
+			}
+			out = append(out, e)
+		}
+		if len(got) > 0 {
+			after = got[len(got)-1].Key()
+		}
+		if !more {
+			return out, "", p, nil
+		}
+		if len(out) == size {
+			break
+		}
+	}
+	return out, encodePageToken(group, after), p, nil
+}
+
+// upsert is what Catalog.Upsert changes: nil fields keep their value (or
+// are empty in a new entry); status "" keeps the status (planned for a new
+// entry).
+type upsert struct {
+	key         catalog.Key
+	displayName *string
+	schema      *string
+	status      catalog.Status
+}
+
+// upsert is Catalog.Upsert (admin clients only).
+func (s *Server) upsert(ctx context.Context, c creds, u upsert) (catalog.Entry, auth.Principal, error) {
+	p, err := s.authenticate(c)
+	if err != nil {
+		return catalog.Entry{}, p, err
+	}
+	if err := s.authorize(p, u.key.Group, true); err != nil {
+		return catalog.Entry{}, p, err
+	}
+	if err := checkKey(u.key); err != nil {
+		return catalog.Entry{}, p, err
+	}
+	e, err := s.cat.Get(ctx, u.key)
+	switch {
+	case errors.Is(err, catalog.ErrNotFound):
+		e = catalog.Entry{Group: u.key.Group, Name: u.key.Name, Status: catalog.StatusPlanned}
+	case err != nil:
+		return catalog.Entry{}, p, catalogFailure(ctx, err, u.key)
+	}
+	if u.displayName != nil {
+		e.DisplayName = *u.displayName
+	}
+	if u.schema != nil {
+		e.Schema = nil
+		if *u.schema != "" {
+			e.Schema = json.RawMessage(*u.schema)
+		}
+	}
+	if u.status != "" {
+		e.Status = u.status
+	}
+	e, err = s.cat.Upsert(ctx, e)
+	if err != nil {
+		return e, p, catalogFailure(ctx, err, u.key)
+	}
+	return e, p, nil
+}
+
+// block is Catalog.Block (admin clients only).
+func (s *Server) block(ctx context.Context, c creds, k catalog.Key) (catalog.Entry, auth.Principal, error) {
+	p, err := s.authenticate(c)
+	if err != nil {
+		return catalog.Entry{}, p, err
+	}
+	if err := s.authorize(p, k.Group, true); err != nil {
+		return catalog.Entry{}, p, err
+	}
+	if err := checkKey(k); err != nil {
+		return catalog.Entry{}, p, err
+	}
+	e, err := s.cat.Block(ctx, k)
+	if err != nil {
+		return e, p, catalogFailure(ctx, err, k)
+	}
+	return e, p, nil
+}

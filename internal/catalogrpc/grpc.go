@@ -1,0 +1,177 @@
+package catalogrpc
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/inlet-dev/inlet/api/gen/pb/catalogv1"
+	"github.com/inlet-dev/inlet/api/gen/pb/inf"
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
+)
+
+// Full gRPC service names.
+const (
+	DataService    = "inf.Data"
+	CatalogService = "inlet.catalog.v1.Catalog"
+)
+
+func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(s.cfg.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(s.cfg.GRPCMaxStreams)),
+		grpc.ConnectionTimeout(s.cfg.CallTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             s.cfg.GRPCKeepaliveMinTime,
+			PermitWithoutStream: true,
+		}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle: s.cfg.IdleTimeout,
+			Time:              2 * time.Minute,
+			Timeout:           20 * time.Second,
+		}),
+		grpc.ChainUnaryInterceptor(s.grpcInterceptor),
+	)
+	inf.RegisterDataServer(gs, grpcData{s: s})
+	catalogv1.RegisterCatalogServer(gs, grpcCatalog{s: s})
+	hs := health.NewServer()
+	for _, name := range []string{"", DataService, CatalogService} {
+		hs.SetServingStatus(name, healthpb.HealthCheckResponse_SERVING)
+	}
+	healthpb.RegisterHealthServer(gs, hs)
+	reflection.Register(gs)
+	return gs, hs
+}
+
+// grpcInterceptor bounds each call by CallTimeout, turns call errors into
+// statuses and counts calls by method and code.
+func (s *Server) grpcInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	resp, err := handler(ctx, req)
+	code := codes.OK
+	if err != nil {
+		if ce, ok := err.(*callError); ok {
+			code = ce.code
+			err = status.Error(ce.code, ce.msg)
+		} else {
+			code = status.Code(err)
+		}
+	}
+	// Only registered methods reach here: the label's values are bounded.
+	s.m.observe("grpc", strings.TrimPrefix(info.FullMethod, "/"), start, code)
+	return resp, err
+}
+
+// grpcData serves inf.Data.
+type grpcData struct {
+	inf.UnimplementedDataServer
+	s *Server
+}
+
+func (d grpcData) DataType(ctx context.Context, rq *inf.DataTypeRq) (*inf.DataTypeRp, error) {
+	a := rq.GetAuthRq()
+	e, p, err := d.s.dataType(ctx, creds{id: a.GetClientId(), token: a.GetToken()}, rq.GetGroupName(), rq.GetEnName())
+	if err != nil {
+		return nil, err
+	}
+	return &inf.DataTypeRp{AuthRp: &inf.AuthRp{Token: p.Session}, CodeId: e.Code, CnName: e.DisplayName}, nil
+}
+
+// grpcCatalog serves inlet.catalog.v1.Catalog.
+type grpcCatalog struct {
+	catalogv1.UnimplementedCatalogServer
+	s *Server
+}
+
+func pbCreds(c *catalogv1.Credentials) creds {
+	return creds{id: c.GetClientId(), token: c.GetToken()}
+}
+
+func pbSession(p auth.Principal) *catalogv1.Session {
+	return &catalogv1.Session{Token: p.Session, ExpiresUnixMs: unixMs(p.Expires)}
+}
+
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+var pbStatuses = map[catalog.Status]catalogv1.Status{
+	catalog.StatusPlanned:  catalogv1.Status_STATUS_PLANNED,
+	catalog.StatusObserved: catalogv1.Status_STATUS_OBSERVED,
+	catalog.StatusBlocked:  catalogv1.Status_STATUS_BLOCKED,
+}
+
+func pbEntry(e catalog.Entry) *catalogv1.Entry {
+	return &catalogv1.Entry{
+		Group:         e.Group,
+		Name:          e.Name,
+		Code:          e.Code,
+		DisplayName:   e.DisplayName,
+		Schema:        string(e.Schema),
+		Status:        pbStatuses[e.Status],
+		CreatedUnixMs: unixMs(e.Created),
+		UpdatedUnixMs: unixMs(e.Updated),
+	}
+}
+
+func (g grpcCatalog) Get(ctx context.Context, rq *catalogv1.GetRequest) (*catalogv1.GetResponse, error) {
+	e, p, err := g.s.get(ctx, pbCreds(rq.GetAuth()), catalog.Key{Group: rq.GetGroup(), Name: rq.GetName()})
+	if err != nil {
+		return nil, err
+	}
+	return &catalogv1.GetResponse{Session: pbSession(p), Entry: pbEntry(e)}, nil
+}
+
+func (g grpcCatalog) List(ctx context.Context, rq *catalogv1.ListRequest) (*catalogv1.ListResponse, error) {
+	es, next, p, err := g.s.list(ctx, pbCreds(rq.GetAuth()), rq.GetGroup(), rq.GetPageSize(), rq.GetPageToken())
+	if err != nil {
+		return nil, err
+	}
+	out := &catalogv1.ListResponse{Session: pbSession(p), NextPageToken: next, Entries: make([]*catalogv1.Entry, len(es))}
+	for i, e := range es {
+		out.Entries[i] = pbEntry(e)
+	}
+	return out, nil
+}
+
+func (g grpcCatalog) Upsert(ctx context.Context, rq *catalogv1.UpsertRequest) (*catalogv1.UpsertResponse, error) {
+	u := upsert{key: catalog.Key{Group: rq.GetGroup(), Name: rq.GetName()}, displayName: rq.DisplayName, schema: rq.Schema}
+	switch rq.GetStatus() {
+	case catalogv1.Status_STATUS_UNSPECIFIED:
+	case catalogv1.Status_STATUS_PLANNED:
+		u.status = catalog.StatusPlanned
+	case catalogv1.Status_STATUS_OBSERVED:
+		u.status = catalog.StatusObserved
+	case catalogv1.Status_STATUS_BLOCKED:
+		u.status = catalog.StatusBlocked
+	default:
+		return nil, failf(codes.InvalidArgument, "invalid argument: status %d is not one of the Status values", rq.GetStatus())
+	}
+	e, p, err := g.s.upsert(ctx, pbCreds(rq.GetAuth()), u)
+	if err != nil {
+		return nil, err
+	}
+	return &catalogv1.UpsertResponse{Session: pbSession(p), Entry: pbEntry(e)}, nil
+}
+
+func (g grpcCatalog) Block(ctx context.Context, rq *catalogv1.BlockRequest) (*catalogv1.BlockResponse, error) {
+	e, p, err := g.s.block(ctx, pbCreds(rq.GetAuth()), catalog.Key{Group: rq.GetGroup(), Name: rq.GetName()})
+	if err != nil {
+		return nil, err
+	}
+	return &catalogv1.BlockResponse{Session: pbSession(p), Entry: pbEntry(e)}, nil
+}

@@ -1,0 +1,145 @@
+package catalogrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
+)
+
+// Catalog is what the front ends need of the catalog (*catalog.Catalog).
+type Catalog interface {
+	// Lookup returns the entry of k, assigning a code on first sight in
+	// catalog mode open.
+	Lookup(ctx context.Context, k catalog.Key) (catalog.Entry, error)
+	// Get returns the entry of k; catalog.ErrNotFound if there is none.
+	Get(ctx context.Context, k catalog.Key) (catalog.Entry, error)
+	// List returns up to limit entries after the key after, in (group,
+	// name) order; group "" for every group.
+	List(ctx context.Context, group string, after catalog.Key, limit int) ([]catalog.Entry, error)
+	// Upsert creates or changes an entry.
+	Upsert(ctx context.Context, e catalog.Entry) (catalog.Entry, error)
+	// Block sets k's status to blocked, creating the entry if needed.
+	Block(ctx context.Context, k catalog.Key) (catalog.Entry, error)
+	// DefaultGroup is the group of a lookup that names none.
+	DefaultGroup() string
+}
+
+// Authenticator is what the front ends need of client credentials
+// (*auth.Authenticator).
+type Authenticator interface {
+	// Authenticate checks a client id and its secret or a session token.
+	Authenticate(clientID, token string) (auth.Principal, error)
+	// Allow admits n calls of p under its rate; auth.ErrRateLimited and how
+	// long to wait when it is over.
+	Allow(p auth.Principal, n int) (time.Duration, error)
+	// AllowGroup reports auth.ErrForbidden when p may not use group.
+	AllowGroup(p auth.Principal, group string) error
+}
+
+// Server serves one catalog over gRPC and Thrift.
+type Server struct {
+	cat Catalog
+	au  Authenticator
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	grpc   *grpc.Server
+	health *health.Server
+	thrift *thriftServer
+
+	mu       sync.Mutex
+	shutdown bool
+}
+
+// New makes a server of cat, checking every call's credentials with au.
+// reg may be nil (metrics not registered). Start it with ServeGRPC and
+// ServeThrift, stop it with Shutdown.
+func New(cat Catalog, au Authenticator, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Server, error) {
+	if cat == nil || au == nil {
+		return nil, errors.New("catalogrpc: a catalog and an authenticator are needed (every call carries credentials: give --clients)")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cat: cat, au: au, cfg: cfg, log: log, m: newMetrics(reg)}
+	s.grpc, s.health = s.newGRPC()
+	s.thrift = s.newThrift()
+	return s, nil
+}
+
+// ServeGRPC serves gRPC on l until Shutdown; it returns nil after Shutdown.
+func (s *Server) ServeGRPC(l net.Listener) error {
+	if s.isShutdown() {
+		l.Close()
+		return nil
+	}
+	err := s.grpc.Serve(newLimitListener(l, s.cfg.MaxConns, s.m.conns.WithLabelValues("grpc"), s.m.rejected.WithLabelValues("grpc")))
+	if errors.Is(err, grpc.ErrServerStopped) || s.isShutdown() {
+		return nil
+	}
+	return fmt.Errorf("catalog gRPC server on %s: %w", l.Addr(), err)
+}
+
+// ServeThrift serves Thrift on l until Shutdown; it returns nil after
+// Shutdown.
+func (s *Server) ServeThrift(l net.Listener) error {
+	return s.thrift.serve(l)
+}
+
+// Shutdown stops both front ends gracefully: they stop accepting, the
+// health service answers NOT_SERVING, idle connections are closed and calls
+// in flight may finish until ctx ends; then every connection is closed.
+// It returns ctx's error if calls were cut.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.shutdown = true
+	s.mu.Unlock()
+	s.health.Shutdown()
+
+	var wg sync.WaitGroup
+	var thriftErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		thriftErr = s.thrift.shutdown(ctx)
+	}()
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	var grpcErr error
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-stopped
+		grpcErr = ctx.Err()
+	}
+	wg.Wait()
+	if grpcErr != nil || thriftErr != nil {
+		return fmt.Errorf("catalog RPC servers: calls in flight were cut at the shutdown timeout: %w", errors.Join(grpcErr, thriftErr))
+	}
+	return nil
+}
+
+func (s *Server) isShutdown() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shutdown
+}

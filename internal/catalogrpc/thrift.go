@@ -1,0 +1,448 @@
+package catalogrpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apache/thrift/lib/go/thrift"
+	"google.golang.org/grpc/codes"
+
+	"github.com/inlet-dev/inlet/api/gen/thrift/catalogv1"
+	"github.com/inlet-dev/inlet/api/gen/thrift/inf"
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
+)
+
+// thriftServer serves Thrift (binary protocol, framed or buffered) on any
+// number of listeners. It is inlet's own accept loop rather than
+// thrift.TSimpleServer, whose Stop (0.17) waits for every client to hang up
+// unless the package-global ServerStopTimeout is set, and which has no idle
+// timeout nor connection limit.
+type thriftServer struct {
+	s      *Server
+	proc   thrift.TProcessor
+	conf   *thrift.TConfiguration
+	framed bool
+
+	// base is the context of every call: cancelled when Shutdown gives up
+	// waiting.
+	base   context.Context
+	cancel context.CancelFunc
+
+	mu        sync.Mutex
+	closing   bool
+	listeners map[net.Listener]struct{}
+	conns     map[*thriftConn]struct{}
+	wg        sync.WaitGroup
+}
+
+// thriftConn is one client connection.
+type thriftConn struct {
+	nc   net.Conn
+	busy bool // a call is being read, handled or answered; guarded by thriftServer.mu
+	// idle is set by the connection's goroutine before it waits for the
+	// next call; the transport's first Read that returns bytes then marks
+	// the connection busy.
+	idle atomic.Bool
+}
+
+func (s *Server) newThrift() *thriftServer {
+	ts := &thriftServer{
+		s:         s,
+		framed:    s.cfg.ThriftTransport != TransportBuffered,
+		listeners: map[net.Listener]struct{}{},
+		conns:     map[*thriftConn]struct{}{},
+		conf: &thrift.TConfiguration{
+			MaxMessageSize:     int32(s.cfg.MaxMessageBytes),
+			MaxFrameSize:       int32(s.cfg.MaxMessageBytes),
+			TBinaryStrictRead:  thrift.BoolPtr(false),
+			TBinaryStrictWrite: thrift.BoolPtr(true),
+		},
+	}
+	ts.base, ts.cancel = context.WithCancel(context.Background())
+	h := thriftHandler{ts: ts}
+	data := inf.NewDataProcessor(h)
+	// DataType's own processor function: the generated one prefixes every
+	// error with "Internal error processing DataType: "; this one sends the
+	// reason alone, and starts no connectivity-check goroutine per call.
+	data.AddToProcessorMap("DataType", dataTypeFunc{h: h})
+	mux := thrift.NewTMultiplexedProcessor()
+	mux.RegisterDefault(data)
+	mux.RegisterProcessor(CatalogService, catalogv1.NewCatalogProcessor(h))
+	ts.proc = mux
+	return ts
+}
+
+func (ts *thriftServer) serve(l net.Listener) error {
+	ts.mu.Lock()
+	if ts.closing {
+		ts.mu.Unlock()
+		l.Close()
+		return nil
+	}
+	ts.listeners[l] = struct{}{}
+	ts.mu.Unlock()
+	ll := newLimitListener(l, ts.s.cfg.MaxConns, ts.s.m.conns.WithLabelValues("thrift"), ts.s.m.rejected.WithLabelValues("thrift"))
+	var backoff time.Duration
+	for {
+		nc, err := ll.Accept()
+		if err != nil {
+			if ts.isClosing() {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				ts.s.log.Warn("catalog Thrift server: accept failed; retrying", "err", err, "in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("catalog Thrift server on %s: %w", l.Addr(), err)
+		}
+		backoff = 0
+		c := &thriftConn{nc: nc}
+		ts.mu.Lock()
+		if ts.closing {
+			ts.mu.Unlock()
+			nc.Close()
+			return nil
+		}
+		ts.conns[c] = struct{}{}
+		ts.wg.Add(1)
+		ts.mu.Unlock()
+		go ts.handle(c)
+	}
+}
+
+func (ts *thriftServer) isClosing() bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.closing
+}
+
+// handle serves one connection's calls, one after another, until the client
+// hangs up, a call fails on the transport, the connection idles for
+// IdleTimeout, or Shutdown.
+func (ts *thriftServer) handle(c *thriftConn) {
+	defer func() {
+		ts.mu.Lock()
+		delete(ts.conns, c)
+		ts.mu.Unlock()
+		c.nc.Close()
+		ts.wg.Done()
+	}()
+	tr := &connTransport{ts: ts, c: c, w: bufio.NewWriterSize(c.nc, 4096)}
+	var t thrift.TTransport = tr
+	if ts.framed {
+		tr.r = c.nc // TFramedTransport reads through a bufio.Reader of its own
+		t = thrift.NewTFramedTransportConf(tr, ts.conf)
+	} else {
+		tr.r = bufio.NewReaderSize(c.nc, 4096)
+	}
+	proto := thrift.NewTBinaryProtocolConf(t, ts.conf)
+	for {
+		ts.mu.Lock()
+		if ts.closing {
+			ts.mu.Unlock()
+			return
+		}
+		c.busy = false
+		c.idle.Store(true)
+		ts.mu.Unlock()
+		if err := c.nc.SetDeadline(time.Now().Add(ts.s.cfg.IdleTimeout)); err != nil {
+			return
+		}
+		ok, err := ts.proc.Process(ts.base, proto, proto)
+		if !ok || err != nil && (errors.As(err, new(thrift.TTransportException)) || errors.Is(err, thrift.ErrAbandonRequest)) {
+			if err != nil && !c.idle.Load() && !isEOF(err) {
+				ts.s.log.Debug("catalog Thrift server: closing a connection", "remote", c.nc.RemoteAddr(), "err", err)
+			}
+			return
+		}
+	}
+}
+
+func isEOF(err error) bool {
+	var te thrift.TTransportException
+	return errors.Is(err, io.EOF) || errors.As(err, &te) && te.TypeId() == thrift.END_OF_FILE
+}
+
+// begin marks c busy on the first bytes of a call: from then on the call
+// has CallTimeout to arrive and CallTimeout more to be answered.
+func (ts *thriftServer) begin(c *thriftConn) {
+	c.idle.Store(false)
+	now := time.Now()
+	ts.mu.Lock()
+	c.busy = true
+	ts.mu.Unlock()
+	_ = c.nc.SetReadDeadline(now.Add(ts.s.cfg.CallTimeout))
+	_ = c.nc.SetWriteDeadline(now.Add(2 * ts.s.cfg.CallTimeout))
+}
+
+// shutdown stops accepting, closes idle connections, waits for calls in
+// flight until ctx ends, then closes every connection.
+func (ts *thriftServer) shutdown(ctx context.Context) error {
+	ts.mu.Lock()
+	ts.closing = true
+	for l := range ts.listeners {
+		l.Close()
+	}
+	for c := range ts.conns {
+		if !c.busy {
+			c.nc.Close()
+		}
+	}
+	ts.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		ts.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		ts.cancel()
+		return nil
+	case <-ctx.Done():
+	}
+	ts.cancel()
+	ts.mu.Lock()
+	for c := range ts.conns {
+		c.nc.Close()
+	}
+	ts.mu.Unlock()
+	<-done
+	return ctx.Err()
+}
+
+// connTransport is the thrift.TTransport of one connection.
+type connTransport struct {
+	ts     *thriftServer
+	c      *thriftConn
+	r      io.Reader
+	w      *bufio.Writer
+	closed atomic.Bool
+}
+
+func (t *connTransport) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 && t.c.idle.Load() {
+		t.ts.begin(t.c)
+	}
+	if err != nil {
+		return n, thrift.NewTTransportExceptionFromError(err)
+	}
+	return n, nil
+}
+
+func (t *connTransport) Write(p []byte) (int, error) { return t.w.Write(p) }
+
+func (t *connTransport) Flush(context.Context) error {
+	return thrift.NewTTransportExceptionFromError(t.w.Flush())
+}
+
+func (t *connTransport) Open() error            { return nil }
+func (t *connTransport) IsOpen() bool           { return !t.closed.Load() }
+func (t *connTransport) Close() error           { t.closed.Store(true); return t.c.nc.Close() }
+func (t *connTransport) RemainingBytes() uint64 { return ^uint64(0) }
+
+// thriftHandler implements inf.Data and catalogv1.Catalog.
+type thriftHandler struct{ ts *thriftServer }
+
+// call runs one call with its timeout and counts it.
+func (h thriftHandler) call(ctx context.Context, method string, f func(context.Context) error) error {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, h.ts.s.cfg.CallTimeout)
+	defer cancel()
+	err := f(ctx)
+	h.ts.s.m.observe("thrift", method, start, codeOf(err))
+	return err
+}
+
+func (h thriftHandler) DataType(ctx context.Context, rq *inf.DataTypeRq) (*inf.DataTypeRp, error) {
+	var rp *inf.DataTypeRp
+	err := h.call(ctx, DataService+"/DataType", func(ctx context.Context) error {
+		var c creds
+		var group, name string
+		if rq != nil {
+			c = creds{id: rq.GetAuthrq().GetClientId(), token: rq.GetAuthrq().GetToken()}
+			group, name = rq.GetGroupName(), rq.GetEnName()
+		}
+		e, p, err := h.ts.s.dataType(ctx, c, group, name)
+		if err != nil {
+			return err
+		}
+		rp = &inf.DataTypeRp{Authrp: &inf.AuthRp{Token: p.Session}, CodeId: e.Code, CnName: e.DisplayName}
+		return nil
+	})
+	return rp, err
+}
+
+// dataTypeFunc is the thrift.TProcessorFunction of inf.Data DataType: a
+// failed call is a TApplicationException (INTERNAL_ERROR, as the generated
+// code and other languages' servers send for an exception the IDL does not
+// declare) whose message is the reason, e.g. "unauthenticated: wrong secret
+// for client \"web\"".
+type dataTypeFunc struct{ h thriftHandler }
+
+func (f dataTypeFunc) Process(ctx context.Context, seqID int32, in, out thrift.TProtocol) (bool, thrift.TException) {
+	var args inf.DataDataTypeArgs
+	if err := args.Read(ctx, in); err != nil {
+		_ = in.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err.Error())
+		_ = writeMessage(ctx, out, "DataType", thrift.EXCEPTION, seqID, x)
+		return false, thrift.WrapTException(err)
+	}
+	if err := in.ReadMessageEnd(ctx); err != nil {
+		return false, thrift.WrapTException(err)
+	}
+	rp, err := f.h.DataType(ctx, args.DataTypeRq)
+	if err != nil {
+		if errors.Is(err, thrift.ErrAbandonRequest) {
+			return false, thrift.WrapTException(err)
+		}
+		x := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, err.Error())
+		if werr := writeMessage(ctx, out, "DataType", thrift.EXCEPTION, seqID, x); werr != nil {
+			return false, werr
+		}
+		return true, nil
+	}
+	if werr := writeMessage(ctx, out, "DataType", thrift.REPLY, seqID, &inf.DataDataTypeResult{Success: rp}); werr != nil {
+		return false, werr
+	}
+	return true, nil
+}
+
+func writeMessage(ctx context.Context, out thrift.TProtocol, name string, typ thrift.TMessageType, seqID int32, body interface {
+	Write(context.Context, thrift.TProtocol) error
+}) thrift.TException {
+	if err := out.WriteMessageBegin(ctx, name, typ, seqID); err != nil {
+		return thrift.WrapTException(err)
+	}
+	if err := body.Write(ctx, out); err != nil {
+		return thrift.WrapTException(err)
+	}
+	if err := out.WriteMessageEnd(ctx); err != nil {
+		return thrift.WrapTException(err)
+	}
+	return thrift.WrapTException(out.Flush(ctx))
+}
+
+// catalogErr is a call's error as the Catalog service declares it.
+func catalogErr(err error) error {
+	var ce *callError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	code := catalogv1.ErrorCode(ce.code)
+	switch ce.code {
+	case codes.InvalidArgument, codes.NotFound, codes.PermissionDenied, codes.ResourceExhausted, codes.Unavailable, codes.Unauthenticated:
+	case codes.DeadlineExceeded, codes.Canceled:
+		code = catalogv1.ErrorCode_UNAVAILABLE // retry: the IDL has no code of its own for these
+	default:
+		return err // a TApplicationException (INTERNAL_ERROR)
+	}
+	return &catalogv1.CatalogError{Code: code, Message: ce.msg}
+}
+
+func thriftCreds(c *catalogv1.Credentials) creds {
+	return creds{id: c.GetClientId(), token: c.GetToken()}
+}
+
+func thriftSession(p auth.Principal) *catalogv1.Session {
+	return &catalogv1.Session{Token: p.Session, ExpiresUnixMs: unixMs(p.Expires)}
+}
+
+var thriftStatuses = map[catalog.Status]catalogv1.Status{
+	catalog.StatusPlanned:  catalogv1.Status_PLANNED,
+	catalog.StatusObserved: catalogv1.Status_OBSERVED,
+	catalog.StatusBlocked:  catalogv1.Status_BLOCKED,
+}
+
+func thriftEntry(e catalog.Entry) *catalogv1.Entry {
+	return &catalogv1.Entry{
+		Group:         e.Group,
+		Name:          e.Name,
+		Code:          e.Code,
+		DisplayName:   e.DisplayName,
+		Schema:        string(e.Schema),
+		Status:        thriftStatuses[e.Status],
+		CreatedUnixMs: unixMs(e.Created),
+		UpdatedUnixMs: unixMs(e.Updated),
+	}
+}
+
+func (h thriftHandler) entryCall(ctx context.Context, method string, f func(context.Context) (catalog.Entry, auth.Principal, error)) (*catalogv1.EntryResult_, error) {
+	var res *catalogv1.EntryResult_
+	err := h.call(ctx, CatalogService+"/"+method, func(ctx context.Context) error {
+		e, p, err := f(ctx)
+		if err != nil {
+			return err
+		}
+		res = &catalogv1.EntryResult_{Session: thriftSession(p), Entry: thriftEntry(e)}
+		return nil
+	})
+	if err != nil {
+		return nil, catalogErr(err)
+	}
+	return res, nil
+}
+
+func (h thriftHandler) Get(ctx context.Context, a *catalogv1.Credentials, group, name string) (*catalogv1.EntryResult_, error) {
+	return h.entryCall(ctx, "Get", func(ctx context.Context) (catalog.Entry, auth.Principal, error) {
+		return h.ts.s.get(ctx, thriftCreds(a), catalog.Key{Group: group, Name: name})
+	})
+}
+
+func (h thriftHandler) List(ctx context.Context, a *catalogv1.Credentials, group string, pageSize int32, pageToken string) (*catalogv1.ListResult_, error) {
+	var res *catalogv1.ListResult_
+	err := h.call(ctx, CatalogService+"/List", func(ctx context.Context) error {
+		es, next, p, err := h.ts.s.list(ctx, thriftCreds(a), group, pageSize, pageToken)
+		if err != nil {
+			return err
+		}
+		res = &catalogv1.ListResult_{Session: thriftSession(p), NextPageToken: next, Entries: make([]*catalogv1.Entry, len(es))}
+		for i, e := range es {
+			res.Entries[i] = thriftEntry(e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, catalogErr(err)
+	}
+	return res, nil
+}
+
+func (h thriftHandler) Upsert(ctx context.Context, a *catalogv1.Credentials, rq *catalogv1.UpsertRequest) (*catalogv1.EntryResult_, error) {
+	return h.entryCall(ctx, "Upsert", func(ctx context.Context) (catalog.Entry, auth.Principal, error) {
+		if rq == nil {
+			return catalog.Entry{}, auth.Principal{}, failf(codes.InvalidArgument, "invalid argument: no UpsertRequest")
+		}
+		u := upsert{key: catalog.Key{Group: rq.Group, Name: rq.Name}, displayName: rq.DisplayName, schema: rq.Schema}
+		if rq.Status != nil {
+			switch *rq.Status {
+			case catalogv1.Status_PLANNED:
+				u.status = catalog.StatusPlanned
+			case catalogv1.Status_OBSERVED:
+				u.status = catalog.StatusObserved
+			case catalogv1.Status_BLOCKED:
+				u.status = catalog.StatusBlocked
+			default:
+				return catalog.Entry{}, auth.Principal{}, failf(codes.InvalidArgument, "invalid argument: status %d is not one of the Status values", *rq.Status)
+			}
+		}
+		return h.ts.s.upsert(ctx, thriftCreds(a), u)
+	})
+}
+
+func (h thriftHandler) Block(ctx context.Context, a *catalogv1.Credentials, group, name string) (*catalogv1.EntryResult_, error) {
+	return h.entryCall(ctx, "Block", func(ctx context.Context) (catalog.Entry, auth.Principal, error) {
+		return h.ts.s.block(ctx, thriftCreds(a), catalog.Key{Group: group, Name: name})
+	})
+}
