@@ -327,6 +327,8 @@ const (
 	StatusUnavailable       = "Unavailable"
 	StatusNotFound          = "NotFound"
 	StatusInvalidArgument   = "InvalidArgument"
+	StatusDeadlineExceeded  = "DeadlineExceeded"
+	StatusInternal          = "Internal"
 )
 
 func (c *Catalog) grpcLookup(ctx context.Context, name string) Result {
@@ -342,15 +344,9 @@ func (c *Catalog) grpcLookup(ctx context.Context, name string) Result {
 	}
 	st, _ := status.FromError(err)
 	switch code := st.Code(); {
-	case code == codes.DeadlineExceeded || code == codes.Canceled:
+	case (code == codes.DeadlineExceeded || code == codes.Canceled) && ctx.Err() != nil:
 		// The client's own deadline or cancellation, not the server's answer.
-		if ctx.Err() != nil {
-			res.Err = fmt.Errorf("%w: %s", ctx.Err(), st.Message())
-		} else if code == codes.Canceled {
-			res.Err = fmt.Errorf("%w: %s", context.Canceled, st.Message())
-		} else {
-			res.Err = fmt.Errorf("%w: %s", context.DeadlineExceeded, st.Message())
-		}
+		res.Err = fmt.Errorf("%w: %s", ctx.Err(), st.Message())
 	case code == codes.Unavailable && isConnError(st.Message()):
 		res.Err = grpcConnError(st.Message())
 	default:
@@ -473,8 +469,9 @@ func (c *Catalog) thriftLookup(ctx context.Context, name string) Result {
 
 // ThriftStatus names a TApplicationException of inf.Data as gRPC would
 // name its status (inf.Data's Thrift IDL declares no exception, so the
-// server says why in the message): Unauthenticated, ResourceExhausted, ...,
-// or "TApplicationException" when the message names none.
+// server says why in the message, which inlet starts with the status in
+// words: "unauthenticated: ...", "rate limited: ..."): Unauthenticated,
+// ResourceExhausted, ..., or "TApplicationException" when it names none.
 func ThriftStatus(ae thrift.TApplicationException) string {
 	m := strings.ToLower(ae.Error())
 	has := func(subs ...string) bool {
@@ -488,16 +485,20 @@ func ThriftStatus(ae thrift.TApplicationException) string {
 	switch {
 	case has("unauthenticated", "auth: no credentials", "unknown client", "wrong secret", "expired", "session token"):
 		return StatusUnauthenticated
-	case has("resource exhausted", "resourceexhausted", "resource_exhausted", "over the client's rate", "rate limit"):
+	case has("rate limited", "resource exhausted", "resourceexhausted", "resource_exhausted", "over the client's rate"):
 		return StatusResourceExhausted
 	case has("permission denied", "permissiondenied", "permission_denied", "not allowed", "forbidden"):
 		return StatusPermissionDenied
+	case has("deadline exceeded"):
+		return StatusDeadlineExceeded
 	case has("unavailable"):
 		return StatusUnavailable
 	case has("not found", "notfound", "not_found", "no such event type"):
 		return StatusNotFound
 	case has("invalid"):
 		return StatusInvalidArgument
+	case strings.HasPrefix(m, "internal"):
+		return StatusInternal
 	}
 	return "TApplicationException"
 }

@@ -421,15 +421,18 @@ func TestCatalogTimeout(t *testing.T) {
 // TestThriftStatus names the messages a Thrift server may give.
 func TestThriftStatus(t *testing.T) {
 	for msg, want := range map[string]string{
-		"Unauthenticated: auth: wrong secret":       StatusUnauthenticated,
-		"auth: session token invalid":               StatusUnauthenticated,
-		"auth: over the client's rate":              StatusResourceExhausted,
-		"catalog: store unavailable":                StatusUnavailable,
-		"catalog: no such event type":               StatusNotFound,
-		"catalog: invalid entry: empty name":        StatusInvalidArgument,
-		"auth: not allowed: group x":                StatusPermissionDenied,
-		"something else":                            "TApplicationException",
-		"RESOURCE_EXHAUSTED: retry after 1s please": StatusResourceExhausted,
+		"Unauthenticated: auth: wrong secret":           StatusUnauthenticated,
+		"auth: session token invalid":                   StatusUnauthenticated,
+		"auth: over the client's rate":                  StatusResourceExhausted,
+		"catalog: store unavailable":                    StatusUnavailable,
+		"catalog: no such event type":                   StatusNotFound,
+		"catalog: invalid entry: empty name":            StatusInvalidArgument,
+		"auth: not allowed: group x":                    StatusPermissionDenied,
+		"something else":                                "TApplicationException",
+		"rate limited: client \"c\" is over its rate":   StatusResourceExhausted,
+		"deadline exceeded: the catalog did not answer": StatusDeadlineExceeded,
+		"internal: checking the credentials failed":     StatusInternal,
+		"RESOURCE_EXHAUSTED: retry after 1s please":     StatusResourceExhausted,
 	} {
 		if got := ThriftStatus(thrift.NewTApplicationException(thrift.INTERNAL_ERROR, msg)); got != want {
 			t.Errorf("%q: %s, want %s", msg, got, want)
