@@ -1,0 +1,609 @@
+package auth
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+)
+
+// ErrOverBurst is a batch of more events than the client's burst: it
+// could never be admitted, so it is refused at once rather than made to
+// wait (HTTP 413). errors.Is(err, ErrRateLimited) holds for it too.
+var ErrOverBurst error = &kindError{"auth: batch larger than the client's burst", ErrRateLimited}
+
+// kindError is a sentinel that is also another.
+type kindError struct {
+	msg  string
+	also error
+}
+
+func (e *kindError) Error() string        { return e.msg }
+func (e *kindError) Is(target error) bool { return target == e.also }
+
+// entry is a loaded client.
+type entry struct {
+	client *Client
+	hash   [32]byte
+	fp     [fingerprintLen]byte
+	lim    *rate.Limiter // nil: no limit
+}
+
+// clientSet is one version of the clients file, replaced whole on reload.
+type clientSet struct {
+	byID   map[string]*entry
+	byHash map[[32]byte]*entry
+}
+
+// stamp is what the poll compares to see a file changed.
+type stamp struct {
+	exists bool
+	mod    time.Time
+	size   int64
+	ino    uint64
+}
+
+func stampOf(path string) stamp {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return stamp{}
+	}
+	s := stamp{exists: true, mod: fi.ModTime(), size: fi.Size()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		s.ino = st.Ino
+	}
+	return s
+}
+
+// Authenticator checks client credentials against the clients file, mints
+// and verifies session tokens, and applies each client's rate and groups.
+// It is safe for concurrent use.
+type Authenticator struct {
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	set atomic.Pointer[clientSet]
+	key atomic.Pointer[[]byte]
+
+	reloadMu  sync.Mutex // one reload at a time; guards the stamps
+	clientsAt stamp
+	keyAt     stamp
+
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// Open loads cfg.ClientsFile (and cfg.TokenKeyFile) and checks them for
+// changes every cfg.ReloadInterval until Close. A bad file at Open is an
+// error; a bad file on reload is logged and the clients (or key) loaded
+// before are kept. reg may be nil.
+func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticator, error) {
+	cfg = cfg.withDefaults()
+	if cfg.ClientsFile == "" {
+		return nil, errors.New("auth: no clients file: give --clients FILE (make one with `inlet clients add --file FILE NAME`)")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Authenticator{cfg: cfg, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	a.m = newMetrics(a)
+	a.clientsAt = stampOf(cfg.ClientsFile)
+	cs, err := ReadFile(cfg.ClientsFile)
+	if err != nil {
+		return nil, fmt.Errorf("auth: %w", err)
+	}
+	a.set.Store(a.build(cs, nil))
+	if cfg.TokenKeyFile != "" {
+		a.keyAt = stampOf(cfg.TokenKeyFile)
+		key, err := readKey(cfg.TokenKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("auth: %w", err)
+		}
+		a.key.Store(&key)
+	} else {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, fmt.Errorf("auth: reading random bytes for the session key: %w", err)
+		}
+		a.key.Store(&key)
+		log.Info("auth: session tokens are signed with a random key made at start: they are valid on this instance only, until it restarts; give every instance the same --auth-token-key-file to share them")
+	}
+	if reg != nil {
+		if err := a.m.register(reg); err != nil {
+			return nil, fmt.Errorf("auth: registering metrics: %w", err)
+		}
+	}
+	log.Info("auth: clients loaded", "file", cfg.ClientsFile, "clients", len(cs))
+	go a.poll()
+	return a, nil
+}
+
+// readKey reads a session key file: its bytes without a trailing newline,
+// at least MinKeyBytes of them.
+func readKey(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading --auth-token-key-file: %w", err)
+	}
+	b = bytes.TrimRight(b, "\r\n")
+	if len(b) < MinKeyBytes {
+		return nil, fmt.Errorf("--auth-token-key-file %s: %d bytes: want %d or more (for example: head -c 32 /dev/urandom | base64 > %s)", path, len(b), MinKeyBytes, path)
+	}
+	return b, nil
+}
+
+// build makes the lookup maps of a validated client list, keeping the rate
+// limiters (and their state) of clients of old.
+func (a *Authenticator) build(cs []Client, old *clientSet) *clientSet {
+	s := &clientSet{byID: make(map[string]*entry, len(cs)), byHash: make(map[[32]byte]*entry, len(cs))}
+	now := a.cfg.Now()
+	for i := range cs {
+		c := &cs[i]
+		h, _ := parseHash(c.SecretSHA256) // validated
+		e := &entry{client: c, hash: h, fp: fingerprint(h)}
+		if c.Rate > 0 {
+			lim, burst := rate.Limit(c.Rate), burstOf(c)
+			if o := old.get(c.ID); o != nil && o.lim != nil {
+				e.lim = o.lim
+				if e.lim.Limit() != lim {
+					e.lim.SetLimitAt(now, lim)
+				}
+				if e.lim.Burst() != burst {
+					e.lim.SetBurstAt(now, burst)
+				}
+			} else {
+				e.lim = rate.NewLimiter(lim, burst)
+			}
+		}
+		s.byID[c.ID] = e
+		s.byHash[h] = e
+	}
+	return s
+}
+
+func (s *clientSet) get(id string) *entry {
+	if s == nil {
+		return nil
+	}
+	return s.byID[id]
+}
+
+// burstOf is a client's burst: Burst, else its rate rounded up, at least 1.
+func burstOf(c *Client) int {
+	if c.Burst > 0 {
+		return c.Burst
+	}
+	return int(max(1, math.Min(math.Ceil(c.Rate), math.MaxInt32)))
+}
+
+func (a *Authenticator) poll() {
+	defer close(a.done)
+	t := time.NewTicker(a.cfg.ReloadInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.stop:
+			return
+		case <-t.C:
+			a.reload(false)
+		}
+	}
+}
+
+// Reload reads the clients file (and the key file) now, changed or not,
+// and reports why it could not; the set loaded before is kept then.
+func (a *Authenticator) Reload() error { return a.reload(true) }
+
+func (a *Authenticator) reload(force bool) error {
+	a.reloadMu.Lock()
+	defer a.reloadMu.Unlock()
+	errC := a.reloadClients(force)
+	var errK error
+	if a.cfg.TokenKeyFile != "" {
+		errK = a.reloadKey(force)
+	}
+	return errors.Join(errC, errK)
+}
+
+func (a *Authenticator) reloadClients(force bool) error {
+	st := stampOf(a.cfg.ClientsFile)
+	if !force && st == a.clientsAt {
+		return nil
+	}
+	a.clientsAt = st
+	old := a.set.Load()
+	cs, err := ReadFile(a.cfg.ClientsFile)
+	if err != nil {
+		a.m.reloadErrors.Inc()
+		a.log.Error("auth: clients file not reloaded: keeping the clients loaded before; fix the file", "err", err, "clients", len(old.byID))
+		return fmt.Errorf("auth: %w", err)
+	}
+	s := a.build(cs, old)
+	a.set.Store(s)
+	var added, removed []string
+	for id := range s.byID {
+		if old.byID[id] == nil {
+			added = append(added, id)
+		}
+	}
+	for id := range old.byID {
+		if s.byID[id] == nil {
+			removed = append(removed, id)
+			a.m.rateLimited.DeleteLabelValues(id)
+		}
+	}
+	slices.Sort(added)
+	slices.Sort(removed)
+	a.log.Info("auth: clients file reloaded", "file", a.cfg.ClientsFile, "clients", len(s.byID), "added", added, "removed", removed)
+	return nil
+}
+
+func (a *Authenticator) reloadKey(force bool) error {
+	st := stampOf(a.cfg.TokenKeyFile)
+	if !force && st == a.keyAt {
+		return nil
+	}
+	a.keyAt = st
+	key, err := readKey(a.cfg.TokenKeyFile)
+	if err != nil {
+		a.m.reloadErrors.Inc()
+		a.log.Error("auth: session key not reloaded: keeping the key loaded before; fix the file", "err", err)
+		return fmt.Errorf("auth: %w", err)
+	}
+	if !bytes.Equal(key, *a.key.Load()) {
+		a.key.Store(&key)
+		a.log.Info("auth: session key changed: session tokens signed with the old key are refused from now on; clients present their secret again", "file", a.cfg.TokenKeyFile)
+	}
+	return nil
+}
+
+// Close stops checking the files for changes.
+func (a *Authenticator) Close() error {
+	a.closeOnce.Do(func() { close(a.stop) })
+	<-a.done
+	return nil
+}
+
+// Clients returns the clients loaded now, in id order.
+func (a *Authenticator) Clients() []Client {
+	s := a.set.Load()
+	out := make([]Client, 0, len(s.byID))
+	for _, e := range s.byID {
+		out = append(out, *e.client)
+	}
+	slices.SortFunc(out, func(x, y Client) int { return strings.Compare(x.ID, y.ID) })
+	return out
+}
+
+// Client returns the loaded client id, if there is one.
+func (a *Authenticator) Client(id string) (Client, bool) {
+	e := a.set.Load().byID[id]
+	if e == nil {
+		return Client{}, false
+	}
+	return *e.client, true
+}
+
+// Authenticate checks a client's credentials: token is its secret or a
+// session token. clientID may be "" when the token identifies the client
+// (a session token names it; a secret is found by its hash). For a secret
+// the answer carries a new session token (Principal.Session) the client
+// may present instead until Principal.Expires; for a session token, that
+// token. Errors wrap ErrMissing, ErrUnknownClient, ErrBadSecret,
+// ErrExpired, ErrTampered or ErrWrongClient, and never contain the token.
+func (a *Authenticator) Authenticate(clientID, token string) (Principal, error) {
+	p, err := a.authenticate(clientID, token)
+	if err != nil {
+		a.m.fail(err)
+	}
+	return p, err
+}
+
+func (a *Authenticator) authenticate(clientID, token string) (Principal, error) {
+	if token == "" {
+		return Principal{}, fmt.Errorf("%w: give the client's secret or a session token", ErrMissing)
+	}
+	s := a.set.Load()
+	if IsSessionToken(token) {
+		return a.session(s, clientID, token)
+	}
+	h := sha256.Sum256([]byte(token))
+	var e *entry
+	if clientID == "" {
+		// A map lookup by the hash: its timing depends on the hash, which
+		// tells nothing of the secret.
+		if e = s.byHash[h]; e == nil {
+			return Principal{}, fmt.Errorf("%w: no client has this secret", ErrUnknownClient)
+		}
+	} else {
+		if e = s.byID[clientID]; e == nil {
+			return Principal{}, fmt.Errorf("%w: the client id is not in the clients file", ErrUnknownClient)
+		}
+		if subtle.ConstantTimeCompare(h[:], e.hash[:]) != 1 {
+			return Principal{}, fmt.Errorf("%w for client %q", ErrBadSecret, e.client.ID)
+		}
+	}
+	exp := a.cfg.Now().Add(a.cfg.TokenTTL).Truncate(time.Second)
+	tok, err := mintToken(*a.key.Load(), e.client.ID, e.fp, exp)
+	if err != nil {
+		return Principal{}, err
+	}
+	return Principal{Client: e.client, Session: tok, Expires: exp}, nil
+}
+
+// session checks a session token: its MAC, then its expiry, then that it
+// is clientID's, then that its client (and secret) is still in the file.
+func (a *Authenticator) session(s *clientSet, clientID, token string) (Principal, error) {
+	c, err := parseToken(*a.key.Load(), token)
+	if err != nil {
+		return Principal{}, err
+	}
+	if !a.cfg.Now().Before(c.exp) {
+		return Principal{}, fmt.Errorf("%w at %s: present the secret again for a new one", ErrExpired, c.exp.UTC().Format(time.RFC3339))
+	}
+	if clientID != "" && clientID != c.id {
+		if s.byID[clientID] == nil {
+			return Principal{}, fmt.Errorf("%w: the client id is not in the clients file", ErrUnknownClient)
+		}
+		return Principal{}, fmt.Errorf("%w: presented for client %q", ErrWrongClient, clientID)
+	}
+	e := s.byID[c.id]
+	if e == nil {
+		return Principal{}, fmt.Errorf("%w: client %q of this session token was removed", ErrUnknownClient, c.id)
+	}
+	if subtle.ConstantTimeCompare(c.fp[:], e.fp[:]) != 1 {
+		return Principal{}, fmt.Errorf("%w: client %q has a new secret since this session token was made: present it", ErrExpired, c.id)
+	}
+	return Principal{Client: e.client, Session: token, Expires: c.exp}, nil
+}
+
+// FromHTTP authenticates an HTTP request by, in this order:
+//
+//	Authorization: Bearer <token>
+//	Authorization: Basic base64(<client id>:<token>)  (the write-key convention;
+//	               base64(<token>:) with an empty password works too)
+//	?k=<token>     (pixels and sendBeacon, which cannot set headers)
+//
+// where token is a secret or a session token. No credentials: ErrMissing;
+// a malformed Authorization header: ErrMissing with what is wrong.
+func (a *Authenticator) FromHTTP(r *http.Request) (Principal, error) {
+	p, err := a.fromHTTP(r)
+	if err != nil {
+		a.m.fail(err)
+	}
+	return p, err
+}
+
+func (a *Authenticator) fromHTTP(r *http.Request) (Principal, error) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, cred, _ := strings.Cut(strings.TrimSpace(h), " ")
+		cred = strings.TrimSpace(cred)
+		switch {
+		case strings.EqualFold(scheme, "Bearer"):
+			if cred == "" {
+				return Principal{}, fmt.Errorf("%w: empty Bearer token in the Authorization header", ErrMissing)
+			}
+			return a.authenticate("", cred)
+		case strings.EqualFold(scheme, "Basic"):
+			id, tok, err := parseBasic(cred)
+			if err != nil {
+				return Principal{}, err
+			}
+			return a.authenticate(id, tok)
+		default:
+			if len(scheme) > 16 || strings.ContainsFunc(scheme, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
+				return Principal{}, fmt.Errorf("%w: malformed Authorization header: want Bearer TOKEN or Basic CREDENTIALS", ErrMissing)
+			}
+			return Principal{}, fmt.Errorf("%w: Authorization scheme %q: want Bearer or Basic", ErrMissing, scheme)
+		}
+	}
+	if k := r.URL.Query().Get("k"); k != "" {
+		return a.authenticate("", k)
+	}
+	return Principal{}, fmt.Errorf("%w: send Authorization: Bearer <secret or session token>, Basic with the client id as user, or k=<token> in the query", ErrMissing)
+}
+
+// parseBasic reads Basic credentials: (id, token), or ("", token) for a
+// token as the user with an empty password (or as the password with an
+// empty user).
+func parseBasic(cred string) (id, token string, err error) {
+	b, err := base64.StdEncoding.DecodeString(cred)
+	if err != nil {
+		if b, err = base64.RawStdEncoding.DecodeString(cred); err != nil {
+			return "", "", fmt.Errorf("%w: malformed Basic credentials: not base64", ErrMissing)
+		}
+	}
+	user, pass, ok := strings.Cut(string(b), ":")
+	switch {
+	case !ok:
+		return "", "", fmt.Errorf("%w: malformed Basic credentials: want base64(client-id:secret)", ErrMissing)
+	case user == "" && pass == "":
+		return "", "", fmt.Errorf("%w: empty Basic credentials", ErrMissing)
+	case pass == "":
+		return "", user, nil
+	case user == "":
+		return "", pass, nil
+	}
+	return user, pass, nil
+}
+
+// Allow takes n tokens (a batch of n events, or one call) from p's client's
+// rate limit. Over the rate it refuses with an error wrapping
+// ErrRateLimited and how long until n tokens are there (for Retry-After);
+// n more than the client's burst is refused at once with ErrOverBurst.
+// A client without a rate is always allowed.
+func (a *Authenticator) Allow(p Principal, n int) (retryAfter time.Duration, err error) {
+	if p.Client == nil {
+		return 0, fmt.Errorf("%w: no authenticated client", ErrMissing)
+	}
+	e := a.set.Load().byID[p.Client.ID]
+	if e == nil {
+		a.m.fail(ErrUnknownClient)
+		return 0, fmt.Errorf("%w: client %q was removed", ErrUnknownClient, p.Client.ID)
+	}
+	if e.lim == nil || n <= 0 {
+		return 0, nil
+	}
+	now := a.cfg.Now()
+	r := e.lim.ReserveN(now, n)
+	if !r.OK() {
+		a.m.rateLimited.WithLabelValues(e.client.ID).Inc()
+		return 0, fmt.Errorf("%w: %d events at once, client %q may send at most %d: send smaller batches", ErrOverBurst, n, e.client.ID, e.lim.Burst())
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		a.m.rateLimited.WithLabelValues(e.client.ID).Inc()
+		return d, fmt.Errorf("%w: client %q may send %g events/s (burst %d); retry in %v", ErrRateLimited, e.client.ID, float64(e.lim.Limit()), e.lim.Burst(), d.Round(time.Millisecond))
+	}
+	return 0, nil
+}
+
+// AllowGroup refuses (ErrForbidden) a group p's client is not limited to;
+// a client with no groups may use all.
+func (a *Authenticator) AllowGroup(p Principal, group string) error {
+	if p.Client == nil {
+		return fmt.Errorf("%w: no authenticated client", ErrMissing)
+	}
+	if len(p.Client.Groups) == 0 || slices.Contains(p.Client.Groups, group) {
+		return nil
+	}
+	a.m.fail(ErrForbidden)
+	return fmt.Errorf("%w: client %q may not use group %q", ErrForbidden, p.Client.ID, group)
+}
+
+// HTTPStatus is the HTTP status of an error of this package: 401 for
+// missing or bad credentials, 403 for ErrForbidden, 429 for
+// ErrRateLimited, 413 for ErrOverBurst; 200 for nil and 500 for others.
+func HTTPStatus(err error) int {
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.Is(err, ErrOverBurst):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrRateLimited):
+		return http.StatusTooManyRequests
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, ErrMissing), errors.Is(err, ErrUnknownClient), errors.Is(err, ErrBadSecret),
+		errors.Is(err, ErrExpired), errors.Is(err, ErrTampered), errors.Is(err, ErrWrongClient):
+		return http.StatusUnauthorized
+	}
+	return http.StatusInternalServerError
+}
+
+// Challenges of a 401's WWW-Authenticate header.
+const (
+	Realm           = "inlet"
+	BearerChallenge = `Bearer realm="inlet"`
+	// BasicChallenge makes browsers ask for a user and password: send it
+	// only where that is wanted (not to pixels and beacons).
+	BasicChallenge = `Basic realm="inlet", charset="UTF-8"`
+)
+
+// WWWAuthenticate is the WWW-Authenticate value of a 401 for err: the
+// Bearer challenge, with error="invalid_token" (RFC 6750) when credentials
+// were given but refused. The description is the error's kind only.
+func WWWAuthenticate(err error) string {
+	for _, k := range []error{ErrUnknownClient, ErrBadSecret, ErrExpired, ErrTampered, ErrWrongClient} {
+		if errors.Is(err, k) {
+			return BearerChallenge + `, error="invalid_token", error_description="` + strings.TrimPrefix(k.Error(), "auth: ") + `"`
+		}
+	}
+	return BearerChallenge
+}
+
+// Reason is a short label of an error of this package, as the metrics
+// count it: missing, unknown_client, bad_secret, expired, tampered,
+// wrong_client, forbidden, rate_limited, over_burst, or "" for others.
+func Reason(err error) string {
+	for _, k := range reasons {
+		if errors.Is(err, k.err) {
+			return k.name
+		}
+	}
+	return ""
+}
+
+var reasons = []struct {
+	err  error
+	name string
+}{
+	{ErrMissing, "missing"}, {ErrUnknownClient, "unknown_client"}, {ErrBadSecret, "bad_secret"},
+	{ErrExpired, "expired"}, {ErrTampered, "tampered"}, {ErrWrongClient, "wrong_client"},
+	{ErrForbidden, "forbidden"}, {ErrOverBurst, "over_burst"}, {ErrRateLimited, "rate_limited"},
+}
+
+// metrics are the package's Prometheus metrics.
+type metrics struct {
+	failures     *prometheus.CounterVec
+	rateLimited  *prometheus.CounterVec
+	reloadErrors prometheus.Counter
+	clients      prometheus.GaugeFunc
+}
+
+func newMetrics(a *Authenticator) *metrics {
+	m := &metrics{
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inlet_auth_failures_total",
+			Help: "Credentials refused, by reason (missing, unknown_client, bad_secret, expired, tampered, wrong_client, forbidden).",
+		}, []string{"reason"}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inlet_auth_rate_limited_total",
+			Help: "Requests refused over their client's rate, by client id (of the clients file).",
+		}, []string{"client"}),
+		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inlet_auth_reload_errors_total",
+			Help: "Reloads of the clients or key file that failed (the previous contents were kept).",
+		}),
+		clients: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "inlet_auth_clients",
+			Help: "Clients loaded from the clients file.",
+		}, func() float64 {
+			if s := a.set.Load(); s != nil {
+				return float64(len(s.byID))
+			}
+			return 0
+		}),
+	}
+	for _, k := range reasons[:7] {
+		m.failures.WithLabelValues(k.name) // export zeros
+	}
+	return m
+}
+
+func (m *metrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.failures, m.rateLimited, m.reloadErrors, m.clients} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fail counts a refused credential.
+func (m *metrics) fail(err error) {
+	if r := Reason(err); r != "" && r != "rate_limited" && r != "over_burst" {
+		m.failures.WithLabelValues(r).Inc()
+	}
+}

@@ -1,0 +1,85 @@
+package auth
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+)
+
+// Defaults of Config.
+const (
+	DefaultTokenTTL       = 15 * time.Minute
+	DefaultReloadInterval = 2 * time.Second
+	// MaxTokenTTL bounds --auth-token-ttl: a session token cannot be
+	// revoked before its expiry except by removing its client or changing
+	// the key.
+	MaxTokenTTL = 24 * time.Hour
+)
+
+// Config configures client credentials.
+type Config struct {
+	// ClientsFile is the clients file (--clients), reloaded on change.
+	ClientsFile string
+	// HTTP requires credentials on HTTP ingest (--auth).
+	HTTP bool
+	// TokenTTL is how long a session token is valid (--auth-token-ttl).
+	TokenTTL time.Duration
+	// TokenKeyFile holds the HMAC key of session tokens, at least 32 bytes
+	// (a trailing newline is not part of it), shared by the instances so a
+	// token minted by one is accepted by all (--auth-token-key-file).
+	// Empty: a random key per process. Reloaded on change like ClientsFile.
+	TokenKeyFile string
+	// ReloadInterval is how often the files are checked for changes
+	// (--clients-reload-interval).
+	ReloadInterval time.Duration
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig is the configuration of the flags' defaults.
+func DefaultConfig() Config {
+	return Config{TokenTTL: DefaultTokenTTL, ReloadInterval: DefaultReloadInterval}
+}
+
+// withDefaults fills the zero durations and the clock.
+func (c Config) withDefaults() Config {
+	if c.TokenTTL == 0 {
+		c.TokenTTL = DefaultTokenTTL
+	}
+	if c.ReloadInterval == 0 {
+		c.ReloadInterval = DefaultReloadInterval
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// RegisterFlags binds c's fields to their flags; the defaults are c's
+// values (DefaultConfig's where c's are zero).
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	d := c.withDefaults()
+	c.TokenTTL, c.ReloadInterval = d.TokenTTL, d.ReloadInterval
+	fs.StringVar(&c.ClientsFile, "clients", c.ClientsFile, "clients `FILE` (ids, hashed secrets, groups, rates; made with `inlet clients add`), reloaded on change")
+	fs.BoolVar(&c.HTTP, "auth", c.HTTP, "require client credentials on HTTP ingest: Authorization Bearer or Basic (client id as user), or k= in the query (needs --clients)")
+	fs.DurationVar(&c.TokenTTL, "auth-token-ttl", c.TokenTTL, "how long a session token (returned for a secret) is valid")
+	fs.StringVar(&c.TokenKeyFile, "auth-token-key-file", c.TokenKeyFile, "`FILE` with the HMAC key of session tokens (32 bytes or more), the same on every instance so their tokens work on all; empty: a random key, tokens valid on this instance only")
+	fs.DurationVar(&c.ReloadInterval, "clients-reload-interval", c.ReloadInterval, "how often --clients and --auth-token-key-file are checked for changes")
+}
+
+// Validate reports the first invalid setting.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.HTTP && c.ClientsFile == "":
+		return errors.New("--auth needs --clients FILE (make one with `inlet clients add --file FILE NAME`)")
+	case c.TokenKeyFile != "" && c.ClientsFile == "":
+		return errors.New("--auth-token-key-file needs --clients FILE")
+	case c.TokenTTL < time.Second || c.TokenTTL > MaxTokenTTL:
+		return fmt.Errorf("--auth-token-ttl %v: want 1s to %v", c.TokenTTL, MaxTokenTTL)
+	case c.ReloadInterval < 10*time.Millisecond:
+		return fmt.Errorf("--clients-reload-interval %v: want 10ms or more", c.ReloadInterval)
+	}
+	return nil
+}
