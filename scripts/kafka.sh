@@ -4,6 +4,12 @@
 # tarball download).
 #
 # Usage: scripts/kafka.sh start|stop|status|fetch|halt|resume|wipe
+#        scripts/kafka.sh cluster-start|cluster-stop|cluster-status|node-stop ID|node-start ID|node-kill ID
+#
+#   The cluster-* and node-* verbs run scripts/kafka-cluster.sh: an N-node
+#   (default 3) KRaft cluster with PLAINTEXT, SASL_SSL (SCRAM) and SSL
+#   (client auth) listeners; see that script. Its KAFKA_DIR defaults to
+#   $INLET_CACHE/kafka-cluster, apart from the single broker's.
 #
 #   fetch   download kafka_2.13:$KAFKA_VERSION + runtime deps + Log4j 2 binding
 #           into $INLET_CACHE/kafka-$KAFKA_VERSION/libs (skipped when present)
@@ -499,7 +505,13 @@ do_start() {
 	echo "$addr"
 }
 
+# Sourced (by scripts/kafka-cluster.sh, for the helpers above), run no verb.
+[[ ${BASH_SOURCE[0]} == "$0" ]] || return 0
+
 case "${1:-}" in
+cluster-start | cluster-stop | cluster-status | node-stop | node-start | node-kill)
+	exec "$REPO/scripts/kafka-cluster.sh" "$@"
+	;;
 start) do_start ;;
 stop) do_stop ;;
 status) do_status ;;
@@ -508,7 +520,7 @@ halt) do_halt ;;
 resume) do_resume ;;
 wipe) do_wipe ;;
 *)
-	echo "usage: $0 start|stop|status|fetch|halt|resume|wipe" >&2
+	echo "usage: $0 start|stop|status|fetch|halt|resume|wipe|cluster-start|cluster-stop|cluster-status|node-stop ID|node-start ID|node-kill ID" >&2
 	exit 2
 	;;
 esac

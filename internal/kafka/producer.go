@@ -44,6 +44,9 @@ type Config struct {
 	// fewer and fuller batches, so fewer requests for the broker. For
 	// records whose partition does not matter (request-reply requests).
 	Sticky bool
+	// Security is TLS and SASL to the brokers; the zero value is
+	// plaintext. Its flags are registered by Security.RegisterFlags.
+	Security Security
 }
 
 // DefaultConfig returns the documented defaults.
@@ -76,7 +79,7 @@ func (c Config) Validate() error {
 	if c.Linger > time.Minute {
 		return fmt.Errorf("kafka: linger %v is longer than a minute", c.Linger)
 	}
-	return nil
+	return c.Security.Validate()
 }
 
 // Codec returns the batch compression codec named none, gzip, snappy, lz4
@@ -139,6 +142,10 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 		return nil, err
 	}
 	cc, _ := Codec(cfg.Compression)
+	secOpts, err := cfg.Security.Opts(log)
+	if err != nil {
+		return nil, err
+	}
 	if metrics == nil {
 		metrics = NewMetrics(nil)
 	}
@@ -175,6 +182,7 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 	if cfg.Sticky {
 		opts = append(opts, kgo.RecordPartitioner(kgo.StickyPartitioner()))
 	}
+	opts = append(opts, secOpts...)
 	opts = append(opts, extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
