@@ -66,6 +66,9 @@ func (s *Server) authorize(p auth.Principal, group string, write bool) error {
 		if errors.Is(err, auth.ErrRateLimited) {
 			return failf(codes.ResourceExhausted, "rate limited: client %q is over its rate; retry after %v", id, retry.Round(time.Millisecond))
 		}
+		if ce := authFailure(err, id); ce.code == codes.Unauthenticated {
+			return ce // e.g. the client was removed from the file since
+		}
 		s.log.Error("catalog RPC: admitting a call failed", "client", id, "err", err)
 		return failf(codes.Internal, "internal: admitting the call failed")
 	}
@@ -92,7 +95,7 @@ func authFailure(err error, id string) *callError {
 	case errors.Is(err, auth.ErrMissing):
 		msg = "no credentials: give the client id and its secret or a session token"
 	case errors.Is(err, auth.ErrUnknownClient) && id == "":
-		msg = "no client has this secret; give the client id"
+		msg = "no client has these credentials"
 	case errors.Is(err, auth.ErrUnknownClient):
 		msg = fmt.Sprintf("unknown client %q", id)
 	case errors.Is(err, auth.ErrBadSecret):

@@ -157,7 +157,7 @@ var badCredentials = []struct {
 	{"missing", "", "", []string{"unauthenticated", "no credentials"}},
 	{"missing token", "web", "", []string{"unauthenticated", "no credentials"}},
 	{"unknown client", "nobody", secretOf("nobody"), []string{"unauthenticated", `unknown client "nobody"`}},
-	{"unknown secret", "", "not-a-secret", []string{"unauthenticated", "no client has this secret"}},
+	{"unknown secret", "", "not-a-secret", []string{"unauthenticated", "no client has these credentials"}},
 	{"wrong secret", "web", secretOf("shop"), []string{"unauthenticated", `wrong secret for client "web"`}},
 	{"expired token", "web", "sess-expired.web", []string{"unauthenticated", "session token expired"}},
 	{"tampered token", "web", "sess.web", []string{"unauthenticated", "session token invalid"}},
