@@ -58,13 +58,24 @@ func compileSchema(raw []byte) (*jsonschema.Schema, error) {
 	c.UseLoader(noLoader{})
 	const loc = "inlet:schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
-		return nil, err
+		return nil, errors.New(oneLine(err.Error()))
 	}
 	sch, err := c.Compile(loc)
 	if err != nil {
-		return nil, err
+		return nil, errors.New(oneLine(err.Error()))
 	}
 	return sch, nil
+}
+
+// oneLine joins the lines of a multi-line message with "; ".
+func oneLine(s string) string {
+	var parts []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- ")); l != "" {
+			parts = append(parts, l)
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // schema returns e's compiled schema (nil for none), compiling it once per
@@ -117,12 +128,12 @@ func (c *Catalog) Check(e *Entry, props []byte) []Violation {
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return []Violation{{Type: ViolationInvalidValue, Msg: err.Error()}}
+		return []Violation{{Type: ViolationInvalidValue, Msg: oneLine(err.Error())}}
 	}
 	var out []Violation
 	violations(ve, &out)
 	if len(out) == 0 {
-		out = append(out, Violation{Type: ViolationInvalidValue, Path: pointer(ve.InstanceLocation), Msg: ve.Error()})
+		out = append(out, Violation{Type: ViolationInvalidValue, Path: pointer(ve.InstanceLocation), Msg: oneLine(ve.Error())})
 	}
 	return out
 }

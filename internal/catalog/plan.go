@@ -62,8 +62,11 @@ func planErr(err error) string {
 	case errors.As(err, &sy):
 		ptr = sy.JSONPointer
 		msg = sy.Error()
-		if strings.Contains(msg, "duplicate") {
+		switch {
+		case strings.Contains(msg, "duplicate"):
 			msg = "duplicate field " + strconv.Quote(ptr.LastToken())
+		case strings.Contains(msg, "invalid UTF-8"):
+			msg = "invalid UTF-8 in the value of " + strconv.Quote(ptr.LastToken())
 		}
 	default:
 		return err.Error()
