@@ -143,3 +143,9 @@ func (s *Server) isShutdown() bool {
 	defer s.mu.Unlock()
 	return s.shutdown
 }
+
+// The real catalog and authenticator are what the front ends take.
+var (
+	_ Catalog       = (*catalog.Catalog)(nil)
+	_ Authenticator = (*auth.Authenticator)(nil)
+)
