@@ -22,8 +22,11 @@ const benchUsage = `Usage:
   inlet bench http [flags]   load an HTTP endpoint (open loop with --rate, else closed loop)
   inlet bench rpc  [flags]   load POST /v1/rpc/{service}; reports the gateway's in-flight peak and memory
   inlet bench kafka [flags]  Kafka producer performance (--e2e: produce to consume), like kafka-producer-perf-test
+  inlet bench grpc [flags]   catalog lookups (inf.Data/DataType) over gRPC on kept connections
+  inlet bench thrift [flags] catalog lookups (inf.Data.DataType) over Thrift on pooled connections
+  inlet bench catalog [flags] both, one after the other (--proto grpc,thrift), side by side
 
-Run 'inlet bench http -h', 'inlet bench rpc -h' or 'inlet bench kafka -h' for the flags.
+Run 'inlet bench <target> -h' for the flags.
 `
 
 func runBench(ctx context.Context, args []string, env Env) error {
@@ -38,6 +41,8 @@ func runBench(ctx context.Context, args []string, env Env) error {
 		return runBenchRPC(ctx, rest, env)
 	case "kafka":
 		return runBenchKafka(ctx, rest, env)
+	case "grpc", "thrift", "catalog":
+		return runBenchCatalog(ctx, sub, rest, env)
 	case "help", "-h", "--help":
 		fmt.Fprint(env.Stdout, benchUsage)
 		return nil
