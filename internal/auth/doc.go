@@ -2,4 +2,19 @@
 // groups, rate) from a file, short-lived HMAC-signed session tokens, per
 // client rate limits, and the ways HTTP requests, gRPC and Thrift calls
 // present them.
+//
+// The clients file (--clients) is JSON, made and changed by `inlet clients
+// add|remove`, read strictly (exact field names, no unknown fields or
+// duplicate keys, valid UTF-8) and reloaded when it changes:
+//
+//	{"clients":[{"id":"web","secret_sha256":"<64 hex>","groups":["web"],
+//	  "default_group":"web","rate":100,"burst":200,"admin":false,
+//	  "created":"2026-05-01T12:00:00Z"}]}
+//
+// A client presents its secret (43 base64url characters) and gets back a
+// session token, "v1.<payload>.<mac>", valid for --auth-token-ttl, that it
+// may present instead; both are accepted until then (the wire contract of
+// inf.Data's AuthRq/AuthRp). Session tokens are checked without the file
+// (an HMAC with a key shared through --auth-token-key-file), and refused
+// once their client is removed or given a new secret.
 package auth

@@ -20,10 +20,10 @@ type Client struct {
 	DefaultGroup string `json:"default_group,omitempty"`
 	// Rate is events (or catalog calls) per second; 0 for no limit. Burst
 	// is how many may come at once (default: Rate, at least 1).
-	Rate  float64 `json:"rate,omitempty"`
-	Burst int     `json:"burst,omitempty"`
+	Rate  float64 `json:"rate,omitzero"`
+	Burst int     `json:"burst,omitzero"`
 	// Admin clients may change the catalog (Upsert, Block).
-	Admin bool `json:"admin,omitempty"`
+	Admin bool `json:"admin,omitzero"`
 	// Created is when the client was added.
 	Created time.Time `json:"created"`
 }
