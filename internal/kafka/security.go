@@ -326,7 +326,8 @@ func (s Security) ConnErr(err error) error {
 // the brokers with s's settings: what it means for a known TLS or SASL
 // failure (wrong credentials, a broker certificate not signed by
 // --kafka-tls-ca or not for the name dialed, a client certificate the
-// broker refused, TLS against a plaintext port), else "kafka: " and err.
+// broker refused, TLS against a plaintext port or plaintext against a TLS
+// or SASL one), else "kafka: " and err.
 func (s Security) DescribeConnError(err error) string {
 	if d := s.describe(err); d != "" {
 		return "kafka: " + d + " (" + oneLine(err) + ")"
@@ -341,6 +342,7 @@ func (s Security) describe(err error) string {
 		invalid   x509.CertificateInvalidError
 		opErr     *net.OpError
 		recErr    tls.RecordHeaderError
+		firstEOF  *kgo.ErrFirstReadEOF
 	)
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed):
@@ -363,6 +365,18 @@ func (s Security) describe(err error) string {
 		return "the brokers' certificate is invalid"
 	case errors.As(err, &recErr):
 		return "the brokers did not answer in TLS: that address is not a TLS listener (drop --kafka-tls or use the brokers' TLS port)"
+	case errors.As(err, &firstEOF):
+		if s.TLSEnabled() {
+			return "the broker closed the connection at once: that address is probably not a TLS listener (drop --kafka-tls or use the brokers' TLS port)"
+		}
+		if s.SASL == "" {
+			return "the broker closed the connection at once: that listener probably requires TLS (--kafka-tls) or SASL (--kafka-sasl)"
+		}
+		return "the broker closed the connection at once: that listener probably requires TLS (--kafka-tls)"
+	case strings.Contains(err.Error(), "plaintext connection speaking to a tls endpoint"): // kgo's guess from a TLS alert where a response size was due
+		return "the broker answered in TLS: that listener requires TLS (--kafka-tls)"
+	case strings.Contains(err.Error(), "the beginning of an HTTP response"):
+		return "an HTTP server answered, not a Kafka broker: check the brokers' addresses and ports"
 	case errors.As(err, &opErr) && opErr.Op == "remote error":
 		if s.CertFile == "" {
 			return "the broker ended the TLS handshake: it requires a client certificate (--kafka-tls-cert, --kafka-tls-key)"

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // writeCert writes a self-signed ECDSA certificate valid from notBefore to
@@ -244,6 +245,8 @@ func TestDescribeConnError(t *testing.T) {
 		{x509.CertificateInvalidError{Reason: x509.Expired}, "the brokers' certificate has expired"},
 		{&net.OpError{Op: "remote error", Err: errors.New("tls: unknown certificate")}, "the broker ended the TLS handshake: it refused the client certificate --kafka-tls-cert /etc/client.crt"},
 		{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, "not a TLS listener"},
+		{fmt.Errorf("pinging: %w", &kgo.ErrFirstReadEOF{}), "not a TLS listener"},
+		{errors.New("invalid large response size 352518912 > limit 104857600; the first three bytes received appear to be a tls alert record for TLS v1.2; is this a plaintext connection speaking to a tls endpoint?"), "that listener requires TLS"},
 		{errors.New("dial tcp 127.0.0.1:1: connect:\nconnection refused"), "kafka: dial tcp 127.0.0.1:1: connect: connection refused"},
 	} {
 		got := s.DescribeConnError(tc.err)
@@ -260,6 +263,12 @@ func TestDescribeConnError(t *testing.T) {
 		t.Errorf("without a CA file: %q", got)
 	}
 	noCert := Security{TLS: true}
+	if got := noCert.DescribeConnError(&kgo.ErrFirstReadEOF{}); !strings.Contains(got, "not a TLS listener") {
+		t.Errorf("TLS, first read EOF: %q", got)
+	}
+	if got := (Security{}).DescribeConnError(&kgo.ErrFirstReadEOF{}); !strings.Contains(got, "requires TLS (--kafka-tls) or SASL") {
+		t.Errorf("plaintext, first read EOF: %q", got)
+	}
 	if got := noCert.DescribeConnError(&net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}); !strings.Contains(got, "requires a client certificate") {
 		t.Errorf("without a client certificate: %q", got)
 	}
