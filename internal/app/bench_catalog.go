@@ -39,15 +39,12 @@ func (c BenchCatalogConfig) Validate() error {
 	if len(c.Targets) == 0 {
 		return errors.New("bench: no protocol to run")
 	}
-	if err := c.Run.Validate(); err != nil {
-		return err
-	}
 	for _, t := range c.Targets {
 		if err := t.Validate(); err != nil {
 			return err
 		}
 	}
-	return nil
+	return c.Run.Validate()
 }
 
 // credentialFlags are --client-id, --secret and --secret-file.
