@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -97,7 +98,7 @@ func (c *Config) Validate() error {
 	if c.GRPCKeepaliveMinTime <= 0 {
 		return errors.New("--grpc-keepalive-min-time: want a positive duration")
 	}
-	if c.GRPCListen != "" && c.GRPCListen == c.ThriftListen {
+	if c.GRPCListen != "" && c.GRPCListen == c.ThriftListen && !strings.HasSuffix(c.GRPCListen, ":0") {
 		return fmt.Errorf("--grpc-listen and --thrift-listen are both %q: give each its own address", c.GRPCListen)
 	}
 	return nil
