@@ -13,9 +13,10 @@ cd "$REPO"
 CACHE="${INLET_CACHE:-$REPO/.cache}"
 VENV="$CACHE/py"
 PY="$VENV/bin/python"
-# The Thrift runtime closest to the Go library's 0.17.0 that still installs
-# on current Pythons; newer ones speak the same binary protocol.
-THRIFT_VERSIONS="0.22.0 0.21.0 0.20.0"
+# The Thrift runtime: 0.22.0 (tested), else the newest that installs; every
+# version speaks the same binary protocol and framing as the Go library's
+# 0.17.0.
+THRIFT_VERSION="0.22.0"
 
 ready() {
 	[ -x "$PY" ] && "$PY" -c 'import thrift, grpc, grpc_tools.protoc, google.protobuf' >/dev/null 2>&1
@@ -42,17 +43,12 @@ fi
 pip() { "$PY" -m pip --disable-pip-version-check -q "$@" >&2; }
 
 echo "python.sh: installing thrift and grpcio-tools from PyPI" >&2
-installed=""
-for v in $THRIFT_VERSIONS; do
-	if pip install "thrift==$v"; then
-		installed="$v"
-		break
+if ! pip install "thrift==$THRIFT_VERSION"; then
+	echo "python.sh: thrift==$THRIFT_VERSION did not install; trying the newest thrift" >&2
+	if ! pip install --upgrade thrift; then
+		echo "python.sh: pip could not install thrift; see the errors above" >&2
+		exit 1
 	fi
-	echo "python.sh: thrift==$v did not install; trying an older one" >&2
-done
-if [ -z "$installed" ] && ! pip install thrift; then
-	echo "python.sh: pip could not install thrift; see the errors above" >&2
-	exit 1
 fi
 if ! pip install grpcio-tools; then
 	echo "python.sh: pip could not install grpcio-tools; see the errors above" >&2
