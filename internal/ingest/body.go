@@ -31,8 +31,8 @@ type httpError struct {
 	// retryAfter, when positive, is the Retry-After to send, in seconds
 	// (a client over its rate), instead of the configured one.
 	retryAfter int
-	// challenge sends WWW-Authenticate (a 401).
-	challenge bool
+	// challenge is the WWW-Authenticate of a 401; "" for none.
+	challenge string
 }
 
 func (e *httpError) Error() string { return e.msg }

@@ -109,7 +109,7 @@ type harness struct {
 
 // newServer makes a Server with the default config as edit changes it,
 // writing to a recording sink, logging to a buffer, its clock at fixedNow.
-func newServer(tb testing.TB, edit func(*Config)) (*Server, *recordingSink, *testkit.LogBuffer) {
+func newServer(tb testing.TB, edit func(*Config), opts ...Option) (*Server, *recordingSink, *testkit.LogBuffer) {
 	tb.Helper()
 	cfg := DefaultConfig()
 	if edit != nil {
@@ -117,7 +117,7 @@ func newServer(tb testing.TB, edit func(*Config)) (*Server, *recordingSink, *tes
 	}
 	sink := &recordingSink{entered: make(chan struct{}, 1)}
 	log, logs := testkit.NewLogBuffer()
-	s, err := New(cfg, sink, log, nil)
+	s, err := New(cfg, sink, log, nil, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -138,9 +138,9 @@ func serve(tb testing.TB, h http.Handler, tweak func(*http.Server)) *httptest.Se
 	return srv
 }
 
-func newHarness(tb testing.TB, edit func(*Config)) *harness {
+func newHarness(tb testing.TB, edit func(*Config), opts ...Option) *harness {
 	tb.Helper()
-	s, sink, logs := newServer(tb, edit)
+	s, sink, logs := newServer(tb, edit, opts...)
 	mux := http.NewServeMux()
 	s.Register(mux)
 	return &harness{s: s, sink: sink, logs: logs, srv: serve(tb, mux, nil)}

@@ -31,13 +31,6 @@ type Authenticator interface {
 	AllowGroup(p auth.Principal, group string) error
 }
 
-// catalogResult is what Catalog.Resolve answers for one key.
-// (catalog.Result once the catalog package has it.)
-type catalogResult struct {
-	Entry catalog.Entry
-	Found bool
-	Err   error
-}
 
 // Catalog is the event catalog ingest gives codes from and checks events
 // against (--catalog); a *catalog.Catalog is one. Its methods must be safe
@@ -47,7 +40,7 @@ type Catalog interface {
 	DefaultGroup() string
 	// Resolve answers the keys of one request at once, without a store
 	// round trip per key; out[i] is the answer of keys[i].
-	Resolve(ctx context.Context, keys []catalog.Key, out []catalogResult)
+	Resolve(ctx context.Context, keys []catalog.Key, out []catalog.Result)
 	// Check returns how props (and the entry's status) break the plan.
 	Check(e *catalog.Entry, props []byte) []catalog.Violation
 }
@@ -99,16 +92,24 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, *httpError) {
 	if err == nil && p.Client == nil {
 		err = fmt.Errorf("%w: the credentials name no client", auth.ErrUnknownClient)
 	}
-	if err != nil {
-		s.metrics.AuthRejected.WithLabelValues(authReason(err)).Inc()
-		status := authStatus(err)
-		return p, &httpError{status: status, offset: -1, challenge: status == http.StatusUnauthorized,
-			msg: "credentials refused: " + err.Error() + "; send Authorization: Bearer <secret or session token>, or Basic with the client id as user and the secret as password (on the pixel: k=<secret>)"}
+	if err == nil {
+		return p, nil
 	}
-	return p, nil
+	s.metrics.AuthRejected.WithLabelValues(authReason(err)).Inc()
+	status := auth.HTTPStatus(err)
+	if status < 400 || status >= 500 { // not an error of credentials: refuse them anyway
+		status = http.StatusUnauthorized
+	}
+	e := &httpError{status: status, offset: -1, msg: "credentials refused: " + err.Error()}
+	if status == http.StatusUnauthorized {
+		e.challenge = auth.WWWAuthenticate(err)
+	}
+	return p, e
 }
 
-// admit charges a request's n events to its client's rate.
+// admit charges a request's n events to its client's rate: over it 429
+// with Retry-After; a batch larger than the client's burst 413 (it can
+// never pass).
 func (s *Server) admit(p auth.Principal, n int) *httpError {
 	if s.auth == nil {
 		return nil
@@ -118,40 +119,22 @@ func (s *Server) admit(p auth.Principal, n int) *httpError {
 		return nil
 	}
 	s.metrics.AuthRejected.WithLabelValues(authReason(err)).Inc()
-	if !errors.Is(err, auth.ErrRateLimited) {
-		return &httpError{status: authStatus(err), offset: -1, msg: "events refused: " + err.Error()}
+	status := auth.HTTPStatus(err)
+	if status != http.StatusTooManyRequests {
+		if status < 400 || status >= 500 {
+			status = http.StatusUnauthorized
+		}
+		return &httpError{status: status, offset: -1, msg: "events refused, nothing was stored: " + err.Error()}
 	}
 	secs := max(int(math.Ceil(wait.Seconds())), 1)
-	return &httpError{status: http.StatusTooManyRequests, offset: -1, retryAfter: secs,
-		msg: fmt.Sprintf("client %q is over its rate (this request holds %d events); nothing was stored: retry after %d s", p.Client.ID, n, secs)}
-}
-
-// authStatus is the HTTP status of an auth error: 403 for a client that
-// may not do this, 429 over its rate, 401 for everything else (missing,
-// unknown, wrong, expired or forged credentials).
-func authStatus(err error) int {
-	switch {
-	case errors.Is(err, auth.ErrForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, auth.ErrRateLimited):
-		return http.StatusTooManyRequests
-	}
-	return http.StatusUnauthorized
+	return &httpError{status: status, offset: -1, retryAfter: secs,
+		msg: fmt.Sprintf("client %q is over its rate (this request holds %d events); nothing was stored: retry after %d s (%v)", clientID(p), n, secs, err)}
 }
 
 // authReason labels inlet_auth_rejected_total.
 func authReason(err error) string {
-	for _, r := range []struct {
-		err   error
-		label string
-	}{
-		{auth.ErrMissing, "missing"}, {auth.ErrUnknownClient, "unknown_client"}, {auth.ErrBadSecret, "bad_secret"},
-		{auth.ErrExpired, "expired"}, {auth.ErrTampered, "tampered"}, {auth.ErrWrongClient, "wrong_client"},
-		{auth.ErrForbidden, "forbidden"}, {auth.ErrRateLimited, "rate_limited"},
-	} {
-		if errors.Is(err, r.err) {
-			return r.label
-		}
+	if r := auth.Reason(err); r != "" {
+		return r
 	}
 	return "other"
 }
@@ -238,9 +221,9 @@ func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta
 			keyOf[i] = j
 		}
 	}
-	var res []catalogResult
+	var res []catalog.Result
 	if len(keys) > 0 {
-		res = make([]catalogResult, len(keys))
+		res = make([]catalog.Result, len(keys))
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.WriteTimeout)
 		s.cat.Resolve(ctx, keys, res)
 		cancel()
@@ -301,7 +284,7 @@ func (s *Server) group(e *event.Event, p auth.Principal) (string, *event.Invalid
 // type in any mode; any violation in mode block) with the rejection. An
 // unreachable store lets e through without a code: an outage of the store
 // never loses events.
-func (s *Server) apply(e *event.Event, res *catalogResult, t *tally) (warn, reject []catalog.Violation, bad *event.Invalid) {
+func (s *Server) apply(e *event.Event, res *catalog.Result, t *tally) (warn, reject []catalog.Violation, bad *event.Invalid) {
 	switch {
 	case res.Err != nil:
 		if errors.Is(res.Err, catalog.ErrInvalid) {

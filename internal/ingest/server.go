@@ -470,9 +470,10 @@ func (s *Server) errorHeaders(h http.Header, e *httpError) {
 	case e.retry:
 		h.Set("Retry-After", strconv.Itoa(int((s.cfg.RetryAfter+time.Second-1)/time.Second)))
 	}
-	if e.challenge {
-		h.Set("WWW-Authenticate", `Bearer realm="inlet"`)
-		h.Add("WWW-Authenticate", `Basic realm="inlet"`)
+	if e.challenge != "" {
+		// Bearer only: a Basic challenge has browsers prompt for a
+		// password, which a page's beacons and pixels must not cause.
+		h.Set("WWW-Authenticate", e.challenge)
 	}
 }
 
