@@ -31,7 +31,6 @@ type Authenticator interface {
 	AllowGroup(p auth.Principal, group string) error
 }
 
-
 // Catalog is the event catalog ingest gives codes from and checks events
 // against (--catalog); a *catalog.Catalog is one. Its methods must be safe
 // for concurrent use.

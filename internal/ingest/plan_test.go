@@ -95,17 +95,17 @@ var _ Catalog = (*fakeCatalog)(nil)
 // planBatch has one event of each violation type and valid ones, for a
 // catalog set up by planCatalog.
 var planBatch = []string{
-	`{"event":"signup","props":{"plan":"pro"}}`,                     // 0 valid, code 11
-	`{"event":"mystery"}`,                                           // 1 unplanned_event
-	`{"event":"needs_price","props":{}}`,                            // 2 required_missing
-	`{"event":"wrong_type","props":{"qty":"3"}}`,                    // 3 datatype_mismatch
-	`{"event":"extra_prop","props":{"color":"red"}}`,                // 4 additional_properties
-	`{"event":"banned"}`,                                            // 5 blocked_event
-	`{"event":"bad_value","props":{"plan":"nope"}}`,                 // 6 invalid_value
-	`{"event":"page_view","context":{"group":"web"}}`,               // 7 valid, code 12, group web
-	`{"event":"signup","props":{"plan":"free"}}`,                    // 8 valid, same key as 0
-	`{"nope":1}`,                                                    // 9 invalid event: never resolved
-	`{"event":"page_view","context":{"group":"web"},"uid":"u2"}`,    // 10 valid, same key as 7
+	`{"event":"signup","props":{"plan":"pro"}}`,       // 0 valid, code 11
+	`{"event":"mystery"}`,                             // 1 unplanned_event
+	`{"event":"needs_price","props":{}}`,              // 2 required_missing
+	`{"event":"wrong_type","props":{"qty":"3"}}`,      // 3 datatype_mismatch
+	`{"event":"extra_prop","props":{"color":"red"}}`,  // 4 additional_properties
+	`{"event":"banned"}`,                              // 5 blocked_event
+	`{"event":"bad_value","props":{"plan":"nope"}}`,   // 6 invalid_value
+	`{"event":"page_view","context":{"group":"web"}}`, // 7 valid, code 12, group web
+	`{"event":"signup","props":{"plan":"free"}}`,      // 8 valid, same key as 0
+	`{"nope":1}`, // 9 invalid event: never resolved
+	`{"event":"page_view","context":{"group":"web"},"uid":"u2"}`,   // 10 valid, same key as 7
 	`{"event":"page_view","context":{"group":{"not":"a string"}}}`, // 11 invalid group
 }
 
