@@ -291,16 +291,25 @@ func (c *Catalog) credentials() (id, token string, session *string) {
 	return c.cfg.ClientID, c.cfg.Secret, nil
 }
 
-// answered takes the session token of an answer, if it is a new one.
-func (c *Catalog) answered(got string) {
+// answered takes the session token of an answer to a call that presented
+// the secret (presented nil), if none is held yet, or one the server gave
+// in place of the token presented (refreshed). Tokens of other calls that
+// presented the secret at the same time stay unused, so that the calls do
+// not flip between valid tokens.
+func (c *Catalog) answered(presented *string, got string) {
 	if c.cfg.Auth != AuthSession || got == "" || c.cfg.ClientID == "" {
 		return
 	}
-	if cur := c.token.Load(); cur != nil && *cur == got {
-		return
+	switch {
+	case presented == nil:
+		if c.token.CompareAndSwap(nil, &got) {
+			c.stats.adopted.Add(1)
+		}
+	case got != *presented:
+		if c.token.CompareAndSwap(presented, &got) {
+			c.stats.adopted.Add(1)
+		}
 	}
-	c.token.Store(&got)
-	c.stats.adopted.Add(1)
 }
 
 // refused forgets a session token the server refused.
@@ -339,7 +348,7 @@ func (c *Catalog) grpcLookup(ctx context.Context, name string) Result {
 	rp, err := c.pbData[n%uint64(len(c.pbData))].DataType(ctx, req)
 	if err == nil {
 		res.Status, res.OK, res.Received = StatusOK, true, int64(proto.Size(rp))
-		c.answered(rp.GetAuthRp().GetToken())
+		c.answered(presented, rp.GetAuthRp().GetToken())
 		return res
 	}
 	st, _ := status.FromError(err)
@@ -451,7 +460,7 @@ func (c *Catalog) thriftLookup(ctx context.Context, name string) Result {
 	case err == nil:
 		keep = stop()
 		res.Status, res.OK = StatusOK, true
-		c.answered(rp.GetAuthrp().GetToken())
+		c.answered(presented, rp.GetAuthrp().GetToken())
 	case errors.As(err, &ae):
 		// An answer: the connection is still in step.
 		keep = stop()

@@ -31,6 +31,9 @@ type fakeCatalog struct {
 	tokens      map[string]int // issued → uses
 	issued      int
 	expireAfter int
+	// refreshAfter, if set, answers a token used that many times with a
+	// new one (as a server does for a token near its expiry).
+	refreshAfter int
 	// fail, if set, answers a name with an error status.
 	fail func(name string) codes.Code
 }
@@ -55,6 +58,12 @@ func (f *fakeCatalog) answer(id, token, group, name string) (code int64, session
 		f.tokens[session] = 0
 	case isToken && f.expireAfter > 0 && uses >= f.expireAfter:
 		return 0, "", codes.Unauthenticated, "auth: session token expired"
+	case isToken && f.refreshAfter > 0 && uses+1 >= f.refreshAfter:
+		f.tokenCalls++
+		f.tokens[token]++
+		f.issued++
+		session = fmt.Sprintf("session-%d", f.issued)
+		f.tokens[session] = 0
 	case isToken:
 		f.tokenCalls++
 		f.tokens[token]++
@@ -228,6 +237,31 @@ func TestCatalogTokenRefused(t *testing.T) {
 	})
 }
 
+// TestCatalogTokenRefreshed: a new token in an answer is presented from
+// then on.
+func TestCatalogTokenRefreshed(t *testing.T) {
+	forEachProto(t, func(t *testing.T, f *fakeCatalog, cfg CatalogConfig) {
+		f.refreshAfter = 2
+		c := catalogTarget(t, cfg)
+		for range 5 {
+			if res := c.Do(context.Background()); !res.OK {
+				t.Fatalf("%+v", res)
+			}
+		}
+		// secret → session-1; session-1 twice (the second answer brings
+		// session-2); session-2 twice (→ session-3).
+		f.mu.Lock()
+		uses := fmt.Sprint(f.tokens["session-1"], f.tokens["session-2"], f.tokens["session-3"], f.secretCalls)
+		f.mu.Unlock()
+		if uses != "2 2 0 1" {
+			t.Fatalf("uses of session-1, -2, -3 and of the secret: %s, want 2 2 0 1", uses)
+		}
+		if st := c.AuthStats(); st.Adopted != 3 || st.Secret != 1 || st.Session != 4 {
+			t.Fatalf("auth stats %+v", st)
+		}
+	})
+}
+
 // TestCatalogClosedLoop: every lookup the server answered is in the
 // report, over the kept connections, and the cycled keys are those asked.
 func TestCatalogClosedLoop(t *testing.T) {
@@ -251,6 +285,11 @@ func TestCatalogClosedLoop(t *testing.T) {
 		}
 		if len(names) != 10 {
 			t.Fatalf("%d distinct keys asked, want 10: %v", len(names), names)
+		}
+		// Each secret call got a token of its own; the target keeps the
+		// first and does not flip between them as their answers come.
+		if st := c.AuthStats(); st.Adopted != 1 || st.Secret != int64(secret) || st.Session != int64(token) {
+			t.Fatalf("auth stats %+v; server saw %d with the secret, %d with a token", st, secret, token)
 		}
 		for k := range names {
 			if !strings.HasPrefix(k, "bench/key-") {
