@@ -39,7 +39,9 @@ func redisKit(t *testing.T, addr string, lockTTL, lockWait time.Duration) storeK
 	return storeKit{
 		name: "redis",
 		open: func(t *testing.T) Store {
-			s, err := NewRedisStore(RedisOptions{Addr: addr, Prefix: prefix, Timeout: 300 * time.Millisecond,
+			// Timeouts with a wide margin: the machine may be busy; the
+			// tests of timeouts set their own.
+			s, err := NewRedisStore(RedisOptions{Addr: addr, Prefix: prefix, Timeout: 3 * time.Second,
 				LockTTL: lockTTL, LockWait: lockWait})
 			if err != nil {
 				t.Fatal(err)
@@ -100,7 +102,7 @@ func boltKit(t *testing.T) storeKit {
 func testCatalog(t *testing.T, st Store, mod func(*Config)) *Catalog {
 	t.Helper()
 	cfg := DefaultConfig()
-	cfg.Timeout = 300 * time.Millisecond
+	cfg.Timeout = 3 * time.Second
 	if mod != nil {
 		mod(&cfg)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -161,7 +162,7 @@ func TestRedisDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := testCatalog(t, st, func(c *Config) { c.CacheTTL = time.Hour })
+	c := testCatalog(t, st, func(c *Config) { c.CacheTTL = time.Hour; c.Timeout = 300 * time.Millisecond })
 	ctx := context.Background()
 	cached := Key{"down", "cached"}
 	want := must(c.Lookup(ctx, cached))
@@ -203,4 +204,119 @@ func TestRedisDown(t *testing.T) {
 		_, err := c.Lookup(ctx, Key{"down", "after"})
 		return err == nil
 	})
+}
+
+// TestRedisHung: a Redis that accepts connections and never answers (a
+// frozen server) fails lookups with ErrUnavailable within the timeout, not
+// after go-redis's long retries.
+func TestRedisHung(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	st, err := NewRedisStore(RedisOptions{Addr: ln.Addr().String(), Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(st, DefaultConfig(), testkit.Logger(t), nil)
+	defer func() {
+		c.Close()
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	ctx := context.Background()
+	for _, lookup := range []func() error{
+		func() error { _, err := c.Lookup(ctx, Key{"hung", "a"}); return err },
+		func() error { _, err := c.Get(ctx, Key{"hung", "b"}); return err },
+		func() error { out := make([]Result, 1); c.Resolve(ctx, []Key{{"hung", "c"}}, out); return out[0].Err },
+		func() error { _, err := c.Upsert(ctx, Entry{Group: "hung", Name: "d"}); return err },
+	} {
+		start := time.Now()
+		err := lookup()
+		if took := time.Since(start); took > 2*time.Second {
+			t.Fatalf("a call on a hung Redis took %v, want < 2s", took)
+		}
+		isErr(t, err, ErrUnavailable)
+	}
+}
+
+// TestLockWait: a fill that cannot have the lock within the lock wait fails
+// with ErrUnavailable and leaves the other holder's lock alone; a holder
+// that finishes wakes its waiters, who take its entry.
+func TestLockWait(t *testing.T) {
+	addr := testkit.Redis(t)
+	kit := redisKit(t, addr, 10*time.Second, 300*time.Millisecond)
+	st := kit.open(t).(*RedisStore)
+	defer st.Close()
+	ctx := context.Background()
+	k := Key{"lock", "held"}
+	if !must(st.rdb.SetNX(ctx, st.lockKey(k), "someone-else", 10*time.Second).Result()) {
+		t.Fatal("could not take the lock for the test")
+	}
+	start := time.Now()
+	_, err := st.Fill(ctx, k, time.Now())
+	isErr(t, err, ErrUnavailable)
+	if took := time.Since(start); took < 300*time.Millisecond || took > 2*time.Second {
+		t.Fatalf("a fill waited %v for a held lock, want the lock wait (300ms)", took)
+	}
+	if st.LockWaits() != 1 {
+		t.Fatalf("lock waits %d, want 1", st.LockWaits())
+	}
+	if v := must(st.rdb.Get(ctx, st.lockKey(k)).Result()); v != "someone-else" {
+		t.Fatalf("the other holder's lock is now %q", v)
+	}
+	// Release with the wrong token leaves it; with the right one deletes it.
+	if n := must(unlockScript.Run(ctx, st.rdb, []string{st.lockKey(k)}, "not-mine").Int()); n != 0 {
+		t.Fatal("compare-and-delete deleted a lock of another token")
+	}
+
+	// A waiter is woken when the holder writes the entry.
+	w, err := NewRedisStore(RedisOptions{Addr: addr, Prefix: st.prefix, Timeout: 3 * time.Second, LockTTL: 10 * time.Second, LockWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	done := make(chan Entry, 1)
+	go func() {
+		e, err := w.Fill(ctx, k, time.Now())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- e
+	}()
+	testkit.WaitFor(t, 5*time.Second, "the waiter to find the lock held", func() bool { return w.LockWaits() == 1 })
+	holder := must(st.put(ctx, "fill", Entry{Group: k.Group, Name: k.Name, Status: StatusObserved, Created: time.Now(), Updated: time.Now()}))
+	select {
+	case e := <-done:
+		if e.Code != holder.Code {
+			t.Fatalf("waiter got code %d, the holder wrote %d", e.Code, holder.Code)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not take the holder's entry within 5s")
+	}
+	if n := must(unlockScript.Run(ctx, st.rdb, []string{st.lockKey(k)}, "someone-else").Int()); n != 1 {
+		t.Fatal("compare-and-delete did not delete the lock of its token")
+	}
 }

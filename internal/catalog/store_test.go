@@ -152,13 +152,14 @@ func TestConcurrentFirstSight(t *testing.T) {
 					defer cancel()
 					var e Entry
 					var err error
+					// Every key is asked of both instances.
 					if i%4 == 3 {
 						// Some through Resolve, the way ingest asks.
 						out := make([]Result, 1)
-						cats[i%2].Resolve(ctx, []Key{k}, out)
+						cats[(i/nkeys)%2].Resolve(ctx, []Key{k}, out)
 						e, err = out[0].Entry, out[0].Err
 					} else {
-						e, err = cats[i%2].Lookup(ctx, k)
+						e, err = cats[(i/nkeys)%2].Lookup(ctx, k)
 					}
 					mu.Lock()
 					defer mu.Unlock()
