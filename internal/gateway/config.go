@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/catalogrpc"
 	"github.com/inlet-dev/inlet/internal/cliflag"
 	"github.com/inlet-dev/inlet/internal/devbroker"
 	"github.com/inlet-dev/inlet/internal/ingest"
@@ -41,6 +44,16 @@ type Config struct {
 	Spool     spool.Config     // with AckSpool; Dir empty means <DataDir>/spool
 	Forwarder spool.ForwarderConfig
 	UI        webui.Config // the browser side: /sdk/inlet.js, /ui, /example/
+
+	// The event catalog (--catalog: codes and the tracking plan at ingest);
+	// its RedisAddr defaults to RedisAddr (--redis), its Path to
+	// <DataDir>/catalog.db.
+	Catalog catalog.Config
+	// Client credentials (--clients; --auth requires them on HTTP ingest).
+	Auth auth.Config
+	// The catalog's gRPC and Thrift servers (--grpc-listen,
+	// --thrift-listen); they need Auth.ClientsFile.
+	CatalogRPC catalogrpc.Config
 
 	// Request-reply (POST /v1/rpc/{service}); off while RPC.Services is empty.
 	RPC reply.Config
@@ -86,6 +99,9 @@ func DefaultConfig() Config {
 		Spool:                spool.DefaultConfig(),
 		Forwarder:            spool.DefaultForwarderConfig(),
 		UI:                   webui.DefaultConfig(),
+		Catalog:              catalog.DefaultConfig(),
+		Auth:                 auth.DefaultConfig(),
+		CatalogRPC:           catalogrpc.DefaultConfig(),
 		RPC:                  reply.DefaultConfig(),
 		RPCCompression:       "none",
 		RPCLinger:            time.Millisecond,
@@ -113,10 +129,13 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Kafka.RegisterFlags(fs)
 	c.RPC.RegisterFlags(fs)
 	c.UI.RegisterFlags(fs)
+	c.Catalog.RegisterFlags(fs)
+	c.Auth.RegisterFlags(fs)
+	c.CatalogRPC.RegisterFlags(fs)
 	fs.DurationVar(&c.RPCLinger, "rpc-linger", c.RPCLinger, "how long request-reply requests wait to share a produce request")
 	fs.StringVar(&c.RPCCompression, "rpc-compression", c.RPCCompression, "record batch compression of request-reply requests: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&c.Reply, "reply", c.Reply, "how replies come back: kafka (a reply topic per instance) or redis (a pub/sub channel per instance)")
-	fs.StringVar(&c.RedisAddr, "redis", c.RedisAddr, "Redis host:port for --reply redis")
+	fs.StringVar(&c.RedisAddr, "redis", c.RedisAddr, "Redis host:port for --reply redis, and the catalog's shared store (--catalog-store)")
 	fs.StringVar(&c.ReplyTopic, "reply-topic", c.ReplyTopic, "this instance's reply topic (default inlet.replies.<instance-id>)")
 	fs.StringVar(&c.ReplyChannel, "reply-channel", c.ReplyChannel, "this instance's reply channel (default inlet:replies:<instance-id>)")
 	fs.StringVar(&c.InstanceID, "instance-id", c.InstanceID, "this instance's name in its reply topic or channel (default <hostname>-<port>); keep it stable across restarts")
@@ -201,6 +220,26 @@ func (c Config) Validate() error {
 	}
 	if err := c.UI.Validate(); err != nil {
 		return err
+	}
+	if c.CatalogRPC.Enabled() && c.Auth.ClientsFile == "" {
+		return errors.New("--grpc-listen and --thrift-listen need --clients FILE: every catalog call carries client credentials (make the file with `inlet clients add --file FILE NAME`)")
+	}
+	if c.Auth.HTTP && c.Auth.ClientsFile == "" {
+		return errors.New("--auth needs --clients FILE (make one with `inlet clients add --file FILE NAME`)")
+	}
+	if err := c.Auth.Validate(); err != nil {
+		return err
+	}
+	if err := c.CatalogRPC.Validate(); err != nil {
+		return err
+	}
+	if c.needsCatalog() {
+		if err := c.catalogConfig().Validate(); err != nil {
+			return err
+		}
+		if cc := c.catalogConfig(); cc.StoreKind() == catalog.StoreRedis && cc.RedisAddr == "" {
+			return errors.New("--catalog-store redis needs --redis host:port")
+		}
 	}
 	return c.Ingest.Validate()
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
 	"github.com/inlet-dev/inlet/internal/devbroker"
 	"github.com/inlet-dev/inlet/internal/ingest"
 	"github.com/inlet-dev/inlet/internal/kafka"
@@ -42,6 +44,14 @@ type Gateway struct {
 	srv      *http.Server
 	ln       net.Listener
 
+	// The catalog (catalog.go): nil when neither --catalog nor an RPC
+	// listener is on; auth nil without --clients.
+	auth         *auth.Authenticator
+	catalog      *catalog.Catalog
+	catalogCheck *catalogCheck
+	grpcLn       net.Listener
+	thriftLn     net.Listener
+
 	stopping     atomic.Bool
 	shutdownOnce atomic.Bool
 	served       chan error
@@ -50,11 +60,14 @@ type Gateway struct {
 // Shares of the shutdown budget (lifecycle.stop). The HTTP drain may wait
 // for requests that wait for Kafka (--produce-timeout); the spool drain
 // sends what the spool holds; the flush sends what the producer holds.
+// The catalog's RPC servers let their calls (each bounded by
+// --catalog-rpc-timeout) finish.
 const (
-	weightHTTP      = 4
-	weightRPC       = 1
-	weightSpoolRead = 4 // drain, then stop the forwarder
-	weightProducer  = 2
+	weightHTTP       = 4
+	weightCatalogRPC = 2
+	weightRPC        = 1
+	weightSpoolRead  = 4 // drain, then stop the forwarder
+	weightProducer   = 2
 )
 
 // Start starts every part of the gateway, in the order below; it serves
@@ -63,9 +76,12 @@ const (
 //  1. the development broker (without Brokers)
 //  2. the events producer
 //  3. the spool and its forwarder (ack=spool)
-//  4. request-reply: the reply transport, the request producer, the handler
-//  5. the Kafka readiness check
-//  6. the HTTP server
+//  4. the client credentials (--clients) and the catalog (--catalog, or an
+//     RPC listener) with its store check
+//  5. request-reply: the reply transport, the request producer, the handler
+//  6. the catalog's gRPC and Thrift servers (--grpc-listen, --thrift-listen)
+//  7. the Kafka readiness check
+//  8. the HTTP server
 //
 // If a step fails, Start stops what it started, within ShutdownTimeout,
 // and returns the error.
@@ -107,13 +123,21 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	ic.AckStatus = ackStatus(cfg.Ack)
 	mux := http.NewServeMux()
 	sink = g.startUI(mux, sink, cfg.UI) // the live page taps what was acknowledged
-	in, err := ingest.New(ic, sink, log, g.reg)
+	opts, err := g.startCatalog()
+	if err != nil {
+		return nil, err
+	}
+	ic.DefaultGroup = cfg.Catalog.DefaultGroup
+	in, err := ingest.New(ic, sink, log, g.reg, opts...)
 	if err != nil {
 		return nil, err
 	}
 	in.Register(mux)
 	g.cfg.RPC.Budget = in.Budget() // request-reply bodies count against the same bound
 	if err := g.startRPC(brokers, mux); err != nil {
+		return nil, err
+	}
+	if err := g.startCatalogRPC(); err != nil {
 		return nil, err
 	}
 	g.startReadiness()
@@ -286,7 +310,9 @@ func (g *Gateway) Done() <-chan error { return g.served }
 // Shutdown stops the gateway within ctx, in the reverse order of Start:
 // /readyz turns 503 at once; the HTTP server stops taking requests and
 // waits for those in flight (each waits for its acknowledgement), closing
-// what is left at its share of the budget; request-reply stops; the spool
+// what is left at its share of the budget; the catalog's RPC servers let
+// their calls finish within theirs; request-reply stops; the catalog and
+// the credentials close; the spool
 // drains into Kafka and the forwarder stops; the producer flushes; the
 // development broker stops.
 //

@@ -19,6 +19,9 @@ type Readiness struct {
 	Error string      `json:"error,omitempty"`
 	Spool *SpoolState `json:"spool,omitempty"`
 	RPC   *RPCState   `json:"rpc,omitempty"`
+	// Catalog is the catalog's store, for information: it never makes the
+	// gateway unready (ingest lets events through without a code).
+	Catalog *CatalogState `json:"catalog,omitempty"`
 }
 
 // RPCState is the request-reply part of /readyz.
@@ -131,6 +134,9 @@ func (g *Gateway) Ready() Readiness {
 		if err := g.replies.Healthy(); err != nil {
 			rd.RPC.Healthy = err.Error()
 		}
+	}
+	if g.catalogCheck != nil {
+		rd.Catalog = g.catalogCheck.report()
 	}
 	if g.spool != nil {
 		st := g.spool.Stats()
