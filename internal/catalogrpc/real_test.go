@@ -1,0 +1,135 @@
+package catalogrpc
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/inlet-dev/inlet/api/gen/pb/catalogv1"
+	thriftcat "github.com/inlet-dev/inlet/api/gen/thrift/catalogv1"
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/testkit"
+)
+
+// The front ends on the real catalog (embedded store) and real credentials
+// (a clients file; a clock the test moves): the catalog service end to end,
+// paging through the real store, rate limits and token expiry.
+func TestRealCatalogAndAuth(t *testing.T) {
+	dir := t.TempDir()
+	clients := filepath.Join(dir, "clients.json")
+	adminSecret, err := auth.AddClient(clients, auth.Client{ID: "admin", Admin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	webSecret, err := auth.AddClient(clients, auth.Client{ID: "web", Rate: 1, Burst: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	acfg := auth.DefaultConfig()
+	acfg.ClientsFile = clients
+	acfg.TokenTTL = time.Minute
+	acfg.Now = func() time.Time { return time.Unix(0, now.Load()) }
+	au, err := auth.Open(acfg, testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer au.Close()
+	ccfg := catalog.DefaultConfig()
+	ccfg.Store, ccfg.Path = catalog.StoreEmbedded, filepath.Join(dir, "catalog.db")
+	cat, err := catalog.Open(ccfg, testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	s, err := New(cat, au, DefaultConfig(), testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, _ := net.Listen("tcp", "127.0.0.1:0")
+	tl, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.ServeGRPC(gl)
+	go s.ServeThrift(tl)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}()
+	ts := &testServer{grpcAddr: gl.Addr().String(), thriftAddr: tl.Addr().String()}
+	data, cl, _ := ts.grpcClients(t)
+	_, tc := thriftClients(t, ts.thriftAddr, true)
+	ctx := ctxT(t)
+	admin := &catalogv1.Credentials{ClientId: "admin", Token: adminSecret}
+
+	// Upsert, Get, Block, List pages over the real store.
+	for i := range 7 {
+		_, err := cl.Upsert(ctx, &catalogv1.UpsertRequest{Auth: admin, Group: "shop", Name: fmt.Sprintf("e%d", i),
+			DisplayName: proto.String(fmt.Sprintf("Event %d", i)), Schema: proto.String(`{"type":"object","required":["sku"]}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = cl.Upsert(ctx, &catalogv1.UpsertRequest{Auth: admin, Group: "shop", Name: "bad", Schema: proto.String(`{"type":12}`)})
+	wantStatus(t, "Upsert of a schema that does not compile", err, codes.InvalidArgument, "schema")
+	_, err = cl.Upsert(ctx, &catalogv1.UpsertRequest{Auth: admin, Group: "shop", Name: "bad\x01name"})
+	wantStatus(t, "Upsert of a bad name", err, codes.InvalidArgument, "control character")
+	bl, err := cl.Block(ctx, &catalogv1.BlockRequest{Auth: admin, Group: "shop", Name: "e3"})
+	if err != nil || bl.Entry.Status != catalogv1.Status_STATUS_BLOCKED || bl.Entry.DisplayName != "Event 3" {
+		t.Fatalf("Block: %v %v", bl, err)
+	}
+	var names []string
+	token := ""
+	for pages := 0; ; pages++ {
+		rp, err := cl.List(ctx, &catalogv1.ListRequest{Auth: admin, Group: "shop", PageSize: 3, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range rp.Entries {
+			names = append(names, e.Name)
+		}
+		if token = rp.NextPageToken; token == "" || pages > 5 {
+			break
+		}
+	}
+	if fmt.Sprint(names) != "[e0 e1 e2 e3 e4 e5 e6]" {
+		t.Errorf("List in pages of 3: %v", names)
+	}
+	g, err := tc.Get(ctx, &thriftcat.Credentials{ClientId: "admin", Token: adminSecret}, "shop", "e3")
+	if err != nil || g.Entry.Status != thriftcat.Status_BLOCKED || g.Entry.Schema == "" {
+		t.Fatalf("thrift Get: %v %v", g, err)
+	}
+	_, err = tc.Get(ctx, &thriftcat.Credentials{ClientId: "admin", Token: adminSecret}, "shop", "nothing")
+	wantCatalogError(t, "thrift Get of nothing", err, thriftcat.ErrorCode_NOT_FOUND)
+
+	// web: burst 3 at 1/s; the clock does not move, so the fourth call is
+	// over the rate, and one second later it is admitted again.
+	var sess string
+	for i := range 3 {
+		rp, err := data.DataType(ctx, dataRq("web", webSecret, "shop", "e1"))
+		if err != nil || rp.CodeId == 0 || rp.CnName != "Event 1" {
+			t.Fatalf("call %d: %v %v", i, rp, err)
+		}
+		sess = rp.AuthRp.Token
+	}
+	_, err = data.DataType(ctx, dataRq("web", sess, "shop", "e1"))
+	wantStatus(t, "fourth call at once", err, codes.ResourceExhausted, `client "web" is over its rate`)
+	now.Add(int64(1100 * time.Millisecond))
+	if _, err := data.DataType(ctx, dataRq("web", sess, "shop", "e1")); err != nil {
+		t.Fatalf("a second later: %v", err)
+	}
+	// The session token expires with the clock.
+	now.Add(int64(2 * time.Minute))
+	_, err = data.DataType(ctx, dataRq("web", sess, "shop", "e1"))
+	wantStatus(t, "expired session token", err, codes.Unauthenticated, "session token expired")
+	_, err = data.DataType(ctx, dataRq("admin", sess, "shop", "e1"))
+	wantStatus(t, "web's token presented for admin", err, codes.Unauthenticated)
+}
