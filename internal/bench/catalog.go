@@ -117,6 +117,9 @@ type Catalog struct {
 	// token is the session token to present, nil until an answer gave one
 	// (and after the server refused it: the next call presents the secret).
 	token atomic.Pointer[string]
+	// first is closed when the first call (firstTaken) has its answer.
+	first      chan struct{}
+	firstTaken atomic.Bool
 	stats struct{ secret, session, adopted, refused atomic.Int64 }
 
 	grpc   []*grpc.ClientConn
@@ -139,7 +142,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		_, _ = rand.Read(b[:])
 		cfg.Run = "bench-" + hex.EncodeToString(b[:])
 	}
-	c := &Catalog{cfg: cfg, closed: make(chan struct{})}
+	c := &Catalog{cfg: cfg, closed: make(chan struct{}), first: make(chan struct{})}
 	if !cfg.Miss {
 		c.names = make([]string, cfg.Keys)
 		for i := range c.names {
@@ -276,20 +279,35 @@ func (c *Catalog) Prefill(ctx context.Context, workers int) error {
 }
 
 // credentials returns the client id and token to present, and the session
-// token presented (nil: the secret).
-func (c *Catalog) credentials() (id, token string, session *string) {
+// token presented (nil: the secret). With AuthSession, the run's very first
+// call presents the secret and the others wait for its answer (or their
+// ctx), so that they present the token it brings; first says the call is
+// that one: it must call firstDone when answered. Should it bring no token,
+// the calls present the secret until one does.
+func (c *Catalog) credentials(ctx context.Context) (id, token string, session *string, first bool) {
 	if c.cfg.ClientID == "" {
-		return "", "", nil
+		return "", "", nil, false
 	}
 	if c.cfg.Auth == AuthSession {
+		if c.firstTaken.CompareAndSwap(false, true) {
+			c.stats.secret.Add(1)
+			return c.cfg.ClientID, c.cfg.Secret, nil, true
+		}
+		select {
+		case <-c.first:
+		case <-ctx.Done():
+		}
 		if t := c.token.Load(); t != nil {
 			c.stats.session.Add(1)
-			return c.cfg.ClientID, *t, t
+			return c.cfg.ClientID, *t, t, false
 		}
 	}
 	c.stats.secret.Add(1)
-	return c.cfg.ClientID, c.cfg.Secret, nil
+	return c.cfg.ClientID, c.cfg.Secret, nil, false
 }
+
+// firstDone lets the calls waiting for the first one's answer go.
+func (c *Catalog) firstDone() { close(c.first) }
 
 // answered takes the session token of an answer to a call that presented
 // the secret (presented nil), if none is held yet, or one the server gave
@@ -341,7 +359,10 @@ const (
 )
 
 func (c *Catalog) grpcLookup(ctx context.Context, name string) Result {
-	id, token, presented := c.credentials()
+	id, token, presented, first := c.credentials(ctx)
+	if first {
+		defer c.firstDone()
+	}
 	req := &pbinf.DataTypeRq{AuthRq: &pbinf.AuthRq{ClientId: id, Token: token}, GroupName: c.cfg.Group, EnName: name}
 	res := Result{Sent: int64(proto.Size(req)), Events: 1}
 	n := c.rr.Add(1)
@@ -451,7 +472,10 @@ func (c *Catalog) thriftLookup(ctx context.Context, name string) Result {
 	_ = tc.conn.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = tc.conn.SetDeadline(aLongTimeAgo) })
 	defer stop()
-	id, token, presented := c.credentials()
+	id, token, presented, first := c.credentials(ctx)
+	if first {
+		defer c.firstDone()
+	}
 	tc.counts.reset()
 	rp, err := tc.client.DataType(ctx, &thriftinf.DataTypeRq{Authrq: &thriftinf.AuthRq{ClientId: id, Token: token}, GroupName: c.cfg.Group, EnName: name})
 	res.Sent, res.Received = tc.counts.sent, tc.counts.received
