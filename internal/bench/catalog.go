@@ -120,7 +120,7 @@ type Catalog struct {
 	// first is closed when the first call (firstTaken) has its answer.
 	first      chan struct{}
 	firstTaken atomic.Bool
-	stats struct{ secret, session, adopted, refused atomic.Int64 }
+	stats      struct{ secret, session, adopted, refused atomic.Int64 }
 
 	grpc   []*grpc.ClientConn
 	pbData []pbinf.DataClient
