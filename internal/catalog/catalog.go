@@ -212,7 +212,7 @@ func (c *Catalog) lookup(ctx context.Context, k Key, fill bool) (Entry, error) {
 		flightKey = "f\x00" + member(k)
 	}
 	ch := c.flight.DoChan(flightKey, func() (any, error) {
-		hitEpoch, absentEpoch := c.hits.currentEpoch(), c.absent.currentEpoch()
+		hitEpoch, absentEpoch := c.hits.epoch(k), c.absent.epoch(k)
 		// A flight that just ended may have cached k: no second round trip.
 		if e, found, ok := c.cached(k); ok {
 			if !found {
@@ -294,7 +294,10 @@ func (c *Catalog) Resolve(ctx context.Context, keys []Key, out []Result) {
 			out[i] = r
 		}
 	}
-	hitEpoch, absentEpoch := c.hits.currentEpoch(), c.absent.currentEpoch()
+	hitEpochs, absentEpochs := make([]uint64, len(miss)), make([]uint64, len(miss))
+	for i, k := range miss {
+		hitEpochs[i], absentEpochs[i] = c.hits.epoch(k), c.absent.epoch(k)
+	}
 	sctx, cancel := storeCtx(ctx, c.cfg.Timeout)
 	entries, found, err := c.store.GetMany(sctx, miss)
 	cancel()
@@ -305,16 +308,16 @@ func (c *Catalog) Resolve(ctx context.Context, keys []Key, out []Result) {
 		}
 		return
 	}
-	var toFill []Key
+	var toFill []int
 	for i, k := range miss {
 		switch {
 		case found[i]:
-			c.hits.addIfEpoch(k, entries[i], hitEpoch)
+			c.hits.addIfEpoch(k, entries[i], hitEpochs[i])
 			set(k, Result{Entry: entries[i], Found: true})
 		case c.cfg.Mode == ModeOpen:
-			toFill = append(toFill, k)
+			toFill = append(toFill, i)
 		default:
-			c.absent.addIfEpoch(k, struct{}{}, absentEpoch)
+			c.absent.addIfEpoch(k, struct{}{}, absentEpochs[i])
 			set(k, Result{})
 		}
 	}
@@ -326,13 +329,14 @@ func (c *Catalog) Resolve(ctx context.Context, keys []Key, out []Result) {
 		mu  sync.Mutex
 		sem = make(chan struct{}, c.cfg.FillConcurrency)
 	)
-	for _, k := range toFill {
+	for _, i := range toFill {
+		k, epoch := miss[i], hitEpochs[i]
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			var r Result
-			ch := c.flight.DoChan("f\x00"+member(k), func() (any, error) { return c.fill(ctx, k, hitEpoch) })
+			ch := c.flight.DoChan("f\x00"+member(k), func() (any, error) { return c.fill(ctx, k, epoch) })
 			select {
 			case v := <-ch:
 				r = Result{Entry: v.Val.(Entry), Found: v.Err == nil, Err: v.Err}

@@ -200,6 +200,9 @@ func TestRedisDown(t *testing.T) {
 	isErr(t, err, ErrUnavailable)
 
 	r.Start()
+	// Announcements sent while the watch was down are lost: the cache is
+	// dropped when it is re-established.
+	testkit.WaitFor(t, 15*time.Second, "the cache to be dropped when the watch is back", func() bool { return c.hits.len() == 0 })
 	testkit.WaitFor(t, 10*time.Second, "a first-sight lookup to work after Redis is back", func() bool {
 		_, err := c.Lookup(ctx, Key{"down", "after"})
 		return err == nil
