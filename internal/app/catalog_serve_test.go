@@ -90,8 +90,9 @@ func TestCatalogServeEmbedded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	metrics := testkit.FreeAddr(t)
 	cfg, _, err := ParseCatalogServe([]string{"--clients", filepath.Join(dir, "clients.json"), "--data-dir", dir,
-		"--grpc-listen", "127.0.0.1:0", "--thrift-listen", "127.0.0.1:0"}, quietEnv)
+		"--grpc-listen", "127.0.0.1:0", "--thrift-listen", "127.0.0.1:0", "--metrics-listen", metrics}, quietEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +127,16 @@ func TestCatalogServeEmbedded(t *testing.T) {
 	_, err = grpcLookup(cctx, dialGRPC(t, a[0]), "web", "wrong", "shop", "checkout")
 	if status.Code(err) != codes.Unauthenticated {
 		t.Errorf("a wrong secret: %v", err)
+	}
+	m := testkit.Do(t, "GET", "http://"+metrics+"/metrics", nil)
+	for _, want := range []string{
+		`inlet_catalog_rpc_calls_total{code="OK",method="inf.Data/DataType",proto="grpc"} 1`,
+		`inlet_catalog_rpc_calls_total{code="OK",method="inf.Data/DataType",proto="thrift"} 1`,
+		`inlet_catalog_rpc_calls_total{code="Unauthenticated",method="inf.Data/DataType",proto="grpc"} 1`,
+	} {
+		if !strings.Contains(string(m.Body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	cancel()
 	select {
