@@ -47,7 +47,7 @@ func isNullSchema(s []byte) bool {
 }
 
 // compileSchema compiles a JSON Schema (draft 2020-12 unless it names
-// another $schema).
+// another $schema), with "format" asserted and no references outside it.
 func compileSchema(raw []byte) (*jsonschema.Schema, error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
@@ -56,6 +56,8 @@ func compileSchema(raw []byte) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(noLoader{})
+	// "format" is an assertion in a tracking plan, not an annotation.
+	c.AssertFormat()
 	const loc = "inlet:schema.json"
 	if err := c.AddResource(loc, doc); err != nil {
 		return nil, errors.New(oneLine(err.Error()))

@@ -13,7 +13,8 @@ const testSchema = `{
   "properties": {
     "price": {"type": "number", "minimum": 0},
     "currency": {"type": "string", "enum": ["EUR", "USD"]},
-    "sku": {"type": "string"}
+    "sku": {"type": "string"},
+    "at": {"type": "string", "format": "date-time"}
   },
   "required": ["price", "sku"],
   "additionalProperties": false
@@ -50,6 +51,8 @@ func TestCheck(t *testing.T) {
 		{"property names", &names, `{"ok": 1, "Not/ok": 2}`, []Violation{{Type: ViolationAdditionalProperties, Path: "/Not~1ok"}}},
 		{"invalid value: enum", &e, `{"price": 1, "sku": "a", "currency": "GBP"}`, []Violation{{Type: ViolationInvalidValue, Path: "/currency"}}},
 		{"invalid value: minimum", &e, `{"price": -1, "sku": "a"}`, []Violation{{Type: ViolationInvalidValue, Path: "/price"}}},
+		{"invalid value: format", &e, `{"price": 1, "sku": "a", "at": "yesterday"}`, []Violation{{Type: ViolationInvalidValue, Path: "/at"}}},
+		{"valid format", &e, `{"price": 1, "sku": "a", "at": "2026-12-01T10:00:00Z"}`, nil},
 		{"props not an object", &e, `[1]`, []Violation{{Type: ViolationDatatypeMismatch, Path: ""}}},
 		{"props not JSON", &e, `{`, []Violation{{Type: ViolationInvalidValue, Path: ""}}},
 	} {
