@@ -39,7 +39,8 @@
 #   KAFKA_DIR                cluster dir (default: $INLET_CACHE/kafka-cluster)
 #   KAFKA_CLUSTER_NODES      number of nodes (default 3)
 #   KAFKA_CLUSTER_HEAP_OPTS  JVM heap of each node (default: -Xmx384m -Xms128m)
-#   KAFKA_START_TIMEOUT      seconds to wait for readiness (default 90)
+#   KAFKA_START_TIMEOUT      seconds to wait for readiness (default 180: three
+#                            JVMs starting together on a busy 2-core box)
 #
 # Files in $KAFKA_DIR: cluster.env, bootstrap (the printed lines), certs/
 # (ca.pem, broker.pem, client.{crt,key}, expired.{crt,key}, other-ca.pem,
@@ -51,8 +52,10 @@ set -euo pipefail
 CLUSTER_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 INLET_CACHE="${INLET_CACHE:-$CLUSTER_REPO/.cache}"
 KAFKA_DIR="${KAFKA_DIR:-$INLET_CACHE/kafka-cluster}"
+cluster_timeout="${KAFKA_START_TIMEOUT:-180}"
 # shellcheck source=kafka.sh
 source "$CLUSTER_REPO/scripts/kafka.sh" # helpers only: its verbs run only when executed
+KAFKA_START_TIMEOUT="$cluster_timeout"
 
 KAFKA_CLUSTER_NODES="${KAFKA_CLUSTER_NODES:-3}"
 KAFKA_HEAP_OPTS="${KAFKA_CLUSTER_HEAP_OPTS:--Xmx384m -Xms128m}"
@@ -383,6 +386,7 @@ cluster_start() {
 
 	local t0=$SECONDS
 	make_certs
+	log "certificates made in $((SECONDS - t0)) s"
 
 	# Ports: four per node, all distinct.
 	local id i p used=" " ports voters="" n=$KAFKA_CLUSTER_NODES
@@ -422,12 +426,17 @@ NODE_${id}_CONTROLLER=127.0.0.1:$c
 	local cluster_id
 	cluster_id="$(random_cluster_id)"
 	log "formatting $n nodes (cluster id $cluster_id, SCRAM user $SCRAM_USER)"
+	local -A fmtpid=()
 	for id in $(all_ids); do
-		if ! java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.tools.StorageTool format \
+		java "${JAVA_OPTS[@]}" -cp "$LIBS/*" kafka.tools.StorageTool format \
 			-t "$cluster_id" -c "$(node_dir "$id")/server.properties" \
 			--add-scram "SCRAM-SHA-256=[name=\"$SCRAM_USER\",password=\"$scrampw\"]" \
 			--add-scram "SCRAM-SHA-512=[name=\"$SCRAM_USER\",password=\"$scrampw\"]" \
-			>"$(node_dir "$id")/format.log" 2>&1; then
+			</dev/null >"$(node_dir "$id")/format.log" 2>&1 &
+		fmtpid[$id]=$!
+	done
+	for id in $(all_ids); do
+		if ! wait "${fmtpid[$id]}"; then
 			cat "$(node_dir "$id")/format.log" >&2
 			die "kafka storage format of node $id failed"
 		fi
@@ -453,7 +462,7 @@ PLAIN_USER=$PLAIN_USER
 PLAIN_PASSWORD=$plainpw
 EOF
 
-	log "starting $n nodes of Kafka $KAFKA_VERSION (heap $KAFKA_HEAP_OPTS each)"
+	log "formatted in $((SECONDS - t0)) s; starting $n nodes of Kafka $KAFKA_VERSION (heap $KAFKA_HEAP_OPTS each)"
 	for id in $(all_ids); do launch_node "$id"; done
 	if ! wait_listed "$(all_ids | tr '\n' ' ')"; then
 		cluster_stop 2>/dev/null || true

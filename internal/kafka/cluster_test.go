@@ -17,7 +17,7 @@ import (
 
 // These tests run against a real 3-node cluster of their own
 // (testkit.Cluster, skipped with -short): one cluster for all subtests,
-// the one that kills a node last.
+// those that stop nodes last.
 
 func TestCluster(t *testing.T) {
 	c := testkit.Cluster(t)
@@ -72,6 +72,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("leader killed with acks all", func(t *testing.T) { leaderKill(t, c) })
+	t.Run("rolling restart with acks all", func(t *testing.T) { rollingRestart(t, c) })
 }
 
 // roundTrip produces records over brokers with s through the producer and
@@ -171,145 +172,210 @@ func connFails(t *testing.T, brokers []string, s Security, extra []kgo.Opt, want
 	t.Logf("failed in %v: %s", took.Round(time.Millisecond), desc)
 }
 
-// leaderKill produces with acks=all from several goroutines while the
-// leader of partition 0 is killed with SIGKILL, then started again, and
-// checks that the producer kept going on a new leader and that every
+// leaderKill kills the leader of partition 0 with SIGKILL under load and
+// starts it again: the producer keeps going on a new leader and every
 // acknowledged record is in the topic.
 func leaderKill(t *testing.T, c *testkit.KafkaCluster) {
-	topic := testkit.Unique(t, "failover-")
+	l := startLoad(t, c)
+	leader := l.leader(t, 0)
+	l.waitAcked(t, 500, "before the kill")
+	killedAt := l.mark()
+	c.KillNode(int(leader))
+	t.Logf("killed node %d, the leader of partition 0, after %d acknowledged records", leader, l.count())
+	testkit.WaitFor(t, 90*time.Second, "records of partition 0 acknowledged by a new leader", func() bool { return l.since(0) >= 50 })
+	t.Logf("partition 0 had a new leader %v after the kill", time.Since(killedAt).Round(time.Millisecond))
+	c.StartNode(int(leader))
+	l.waitAcked(t, 500, "after the restart")
+	l.verify(t)
+}
+
+// rollingRestart stops (SIGTERM) and starts each node in turn under load,
+// waiting for every partition to be fully replicated again before the
+// next: every acknowledged record is in the topic.
+func rollingRestart(t *testing.T, c *testkit.KafkaCluster) {
+	l := startLoad(t, c)
+	l.waitAcked(t, 300, "before the first restart")
+	for id := 1; id <= c.Nodes; id++ {
+		c.StopNode(id)
+		l.waitAcked(t, 200, fmt.Sprintf("with node %d stopped", id))
+		c.StartNode(id)
+		l.waitISR(t, c.Nodes)
+		l.waitAcked(t, 200, fmt.Sprintf("after node %d restarted", id))
+	}
+	l.verify(t)
+}
+
+// load is a producer writing acks=all batches to a topic of its own (3
+// partitions, the cluster's replication 3 and min.insync.replicas 2) from
+// several goroutines, recording what Kafka acknowledged.
+type load struct {
+	c     *testkit.KafkaCluster
+	topic string
+	adm   *kadm.Client
+	p     *Producer
+	stop  chan struct{}
+	wg    sync.WaitGroup
+
+	mu       sync.Mutex
+	acked    map[string]bool
+	perPart  map[int32]int // acknowledged per partition since mark
+	lastAck  time.Time
+	maxGap   time.Duration
+	failures int
+	lastErr  error
+}
+
+func startLoad(t *testing.T, c *testkit.KafkaCluster) *load {
+	l := &load{c: c, topic: testkit.Unique(t, "failover-"), stop: make(chan struct{}), acked: map[string]bool{}, perPart: map[int32]int{}}
 	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.Plaintext...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	r, err := adm.CreateTopic(ctxFor(t, 30*time.Second), 3, -1, nil, topic) // the cluster's replication (3) and min.insync.replicas (2)
+	t.Cleanup(admCl.Close)
+	l.adm = kadm.NewClient(admCl)
+	r, err := l.adm.CreateTopic(ctxFor(t, 30*time.Second), 3, -1, nil, l.topic)
 	if err == nil {
 		err = r.Err
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	var leader int32 = -1
-	testkit.WaitFor(t, 30*time.Second, "a leader for partition 0", func() bool {
-		td, err := adm.ListTopics(context.Background(), topic)
-		if err != nil {
-			return false
-		}
-		pd, ok := td[topic].Partitions[0]
-		if !ok || pd.Leader < 0 || len(pd.ISR) != 3 {
-			return false
-		}
-		leader = pd.Leader
-		return true
-	})
+	l.waitISR(t, 3)
 
 	cfg := DefaultConfig()
 	cfg.Brokers = c.Plaintext
-	p, err := NewProducer(cfg, testkit.Logger(t), nil)
+	if l.p, err = NewProducer(cfg, testkit.Logger(t), nil); err != nil {
+		t.Fatal(err)
+	}
+	const workers, batch = 4, 10
+	for w := range workers {
+		l.wg.Add(1)
+		go l.work(w, batch)
+	}
+	t.Cleanup(func() {
+		l.halt()
+		_ = l.p.Close(context.Background())
+	})
+	return l
+}
+
+func (l *load) work(w, batch int) {
+	defer l.wg.Done()
+	for seq := 0; ; seq++ {
+		select {
+		case <-l.stop:
+			return
+		default:
+		}
+		recs := make([]event.Record, batch)
+		for i := range recs {
+			id := fmt.Sprintf("w%d-%d-%d", w, seq, i)
+			recs[i] = event.Record{Topic: l.topic, Key: []byte(id), Value: []byte(id)}
+		}
+		pos := make([]Position, batch)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		err := l.p.ProduceSyncAt(ctx, recs, pos)
+		cancel()
+		now := time.Now()
+		l.mu.Lock()
+		if err != nil {
+			l.failures++
+			l.lastErr = err
+		} else {
+			if !l.lastAck.IsZero() && now.Sub(l.lastAck) > l.maxGap {
+				l.maxGap = now.Sub(l.lastAck)
+			}
+			l.lastAck = now
+			for i := range recs {
+				l.acked[string(recs[i].Value)] = true
+				l.perPart[pos[i].Partition]++
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+func (l *load) halt() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+func (l *load) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// mark starts counting acknowledgements per partition again (since).
+func (l *load) mark() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.perPart)
+	return time.Now()
+}
+
+// since is the number of records of partition acknowledged since mark.
+func (l *load) since(partition int32) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.perPart[partition]
+}
+
+// waitAcked waits until n more records are acknowledged.
+func (l *load) waitAcked(t *testing.T, n int, when string) {
+	t.Helper()
+	want := l.count() + n
+	testkit.WaitFor(t, 120*time.Second, fmt.Sprintf("%d acknowledged records %s", n, when), func() bool { return l.count() >= want })
+}
+
+// leader returns the leader of partition.
+func (l *load) leader(t *testing.T, partition int32) int32 {
+	t.Helper()
+	td, err := l.adm.ListTopics(ctxFor(t, 10*time.Second), l.topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close(context.Background())
+	pd, ok := td[l.topic].Partitions[partition]
+	if !ok || pd.Leader < 0 {
+		t.Fatalf("no leader for partition %d of %s", partition, l.topic)
+	}
+	return pd.Leader
+}
 
-	var (
-		mu       sync.Mutex
-		acked    = map[string]bool{}
-		lastAck  time.Time
-		maxGap   time.Duration
-		killedAt time.Time
-		afterP0  int // records acknowledged on partition 0 after the kill
-		failures int
-		lastErr  error
-	)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	const workers, batch = 4, 10
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for seq := 0; ; seq++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				recs := make([]event.Record, batch)
-				for i := range recs {
-					id := fmt.Sprintf("w%d-%d-%d", w, seq, i)
-					recs[i] = event.Record{Topic: topic, Key: []byte(id), Value: []byte(id)}
-				}
-				pos := make([]Position, batch)
-				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-				err := p.ProduceSyncAt(ctx, recs, pos)
-				cancel()
-				now := time.Now()
-				mu.Lock()
-				if err != nil {
-					failures++
-					lastErr = err
-				} else {
-					if !lastAck.IsZero() && now.Sub(lastAck) > maxGap {
-						maxGap = now.Sub(lastAck)
-					}
-					lastAck = now
-					for i := range recs {
-						acked[string(recs[i].Value)] = true
-						if !killedAt.IsZero() && pos[i].Partition == 0 {
-							afterP0++
-						}
-					}
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(acked)
-	}
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
+// waitISR waits until every partition has a leader and n in-sync replicas.
+func (l *load) waitISR(t *testing.T, n int) {
+	t.Helper()
+	testkit.WaitFor(t, 120*time.Second, fmt.Sprintf("%d in-sync replicas for every partition", n), func() bool {
+		td, err := l.adm.ListTopics(context.Background(), l.topic)
+		if err != nil || len(td[l.topic].Partitions) == 0 {
+			return false
 		}
-		wg.Wait()
-	}()
-
-	testkit.WaitFor(t, 60*time.Second, "500 acknowledged records before the kill", func() bool { return count() >= 500 })
-	mu.Lock()
-	killedAt = time.Now()
-	before := len(acked)
-	mu.Unlock()
-	c.KillNode(int(leader))
-	t.Logf("killed node %d, the leader of partition 0, after %d acknowledged records", leader, before)
-
-	testkit.WaitFor(t, 90*time.Second, "records acknowledged on partition 0 by a new leader", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return afterP0 >= 50
+		for _, pd := range td[l.topic].Partitions {
+			if pd.Leader < 0 || len(pd.ISR) != n {
+				return false
+			}
+		}
+		return true
 	})
-	failover := time.Since(killedAt)
-	c.StartNode(int(leader))
-	restarted := count()
-	testkit.WaitFor(t, 90*time.Second, "500 more acknowledged records after the restart", func() bool { return count() >= restarted+500 })
-	close(stop)
-	wg.Wait()
-	if err := p.Flush(ctxFor(t, 30*time.Second)); err != nil {
+}
+
+// verify stops the load and reads the topic back: every acknowledged
+// record must be in it.
+func (l *load) verify(t *testing.T) {
+	t.Helper()
+	l.halt()
+	if err := l.p.Flush(ctxFor(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
+	want := len(l.acked)
+	t.Logf("%d records acknowledged, %d batches failed (last: %v); longest time without an acknowledgement %v",
+		want, l.failures, l.lastErr, l.maxGap.Round(time.Millisecond))
 
-	mu.Lock()
-	want := len(acked)
-	t.Logf("%d records acknowledged (%d before the kill), %d batches failed (last: %v); partition 0 had a new leader %v after the kill; longest gap without an acknowledgement %v",
-		want, before, failures, lastErr, failover.Round(time.Millisecond), maxGap.Round(time.Millisecond))
-	mu.Unlock()
-
-	// Read the topic back: every acknowledged record must be there.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Plaintext...), kgo.ConsumeTopics(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(l.c.Plaintext...), kgo.ConsumeTopics(l.topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -322,14 +388,14 @@ func leaderKill(t *testing.T, c *testkit.KafkaCluster) {
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
 			v := string(r.Value)
 			seen[v]++
-			if seen[v] == 1 && acked[v] {
+			if seen[v] == 1 && l.acked[v] {
 				missing--
 			}
 		})
 	}
 	if missing > 0 {
 		var some []string
-		for id := range acked {
+		for id := range l.acked {
 			if seen[id] == 0 && len(some) < 10 {
 				some = append(some, id)
 			}
