@@ -674,3 +674,28 @@ func TestConfig(t *testing.T) {
 		t.Errorf("New without an authenticator: %v", err)
 	}
 }
+
+// An unknown method of inf.Data is answered with UNKNOWN_METHOD and the
+// connection goes on serving.
+func TestThriftUnknownMethod(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := ctxT(t)
+	conf := &thrift.TConfiguration{SocketTimeout: 10 * time.Second}
+	sock := thrift.NewTSocketConf(ts.thriftAddr, conf)
+	if err := sock.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	p := thrift.NewTBinaryProtocolConf(thrift.NewTFramedTransportConf(sock, conf), conf)
+	cl := thrift.NewTStandardClient(p, p)
+	var res thriftinf.DataDataTypeResult
+	_, err := cl.Call(ctx, "NoSuchMethod", &thriftinf.DataDataTypeArgs{DataTypeRq: thriftRq("web", secretOf("web"), "shop", "a")}, &res)
+	var ae thrift.TApplicationException
+	if !errors.As(err, &ae) || ae.TypeId() != thrift.UNKNOWN_METHOD {
+		t.Fatalf("unknown method: %v", err)
+	}
+	rp, err := thriftinf.NewDataClient(cl).DataType(ctx, thriftRq("web", secretOf("web"), "shop", "a"))
+	if err != nil || rp.CodeId == 0 {
+		t.Fatalf("DataType after an unknown method, same connection: %v %v", rp, err)
+	}
+}

@@ -160,6 +160,10 @@ func (ts *thriftServer) handle(c *thriftConn) {
 			return
 		}
 		ok, err := ts.proc.Process(ts.base, proto, proto)
+		var ae thrift.TApplicationException
+		if errors.As(err, &ae) && ae.TypeId() == thrift.UNKNOWN_METHOD {
+			continue // answered with the exception; the connection is fine
+		}
 		if !ok || err != nil && (errors.As(err, new(thrift.TTransportException)) || errors.Is(err, thrift.ErrAbandonRequest)) {
 			if err != nil && !c.idle.Load() && !isEOF(err) {
 				ts.s.log.Debug("catalog Thrift server: closing a connection", "remote", c.nc.RemoteAddr(), "err", err)
