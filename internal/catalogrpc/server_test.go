@@ -699,3 +699,24 @@ func TestThriftUnknownMethod(t *testing.T) {
 		t.Fatalf("DataType after an unknown method, same connection: %v %v", rp, err)
 	}
 }
+
+func TestGRPCConnectionLimit(t *testing.T) {
+	ts := startServer(t, func(c *Config) { c.MaxConns = 1 })
+	ctx := ctxT(t)
+	first, _, _ := ts.grpcClients(t)
+	if _, err := first.DataType(ctx, dataRq("web", secretOf("web"), "shop", "a")); err != nil {
+		t.Fatal(err)
+	}
+	second, _, _ := ts.grpcClients(t)
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := second.DataType(cctx, dataRq("web", secretOf("web"), "shop", "a")); err == nil {
+		t.Error("a second connection over --catalog-rpc-max-conns 1 was served")
+	}
+	if got := testutil.ToFloat64(ts.m.rejected.WithLabelValues("grpc")); got < 1 {
+		t.Errorf("rejected gRPC connections counted: %v", got)
+	}
+	if _, err := first.DataType(ctx, dataRq("web", secretOf("web"), "shop", "a")); err != nil {
+		t.Errorf("the first connection after the limit: %v", err)
+	}
+}
