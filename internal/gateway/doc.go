@@ -16,6 +16,15 @@
 //	                                                  ▼
 //	             Kafka (--brokers) or the development broker in process (no --brokers)
 //
+// With --auth, ingest checks each request's client credentials (--clients)
+// before it reads the body (401), charges its events to the client's rate
+// (429) and its groups; with --catalog, each event gets its catalog code
+// (one catalog Resolve per request, the cache answering most keys) and is
+// checked against the tracking plan by --catalog-mode. An unreachable
+// catalog store lets events through without a code rather than fail them.
+// The same catalog is served over gRPC (--grpc-listen) and Thrift
+// (--thrift-listen), catalog.go.
+//
 // Invalid events take the same path to the dead-letter topic; a spooled
 // record Kafka refuses for good goes there too, or is parked (poison.go).
 // The live events page (ui.go) taps what the sink acknowledged. Request-reply
@@ -28,15 +37,18 @@
 // # Lifecycle
 //
 // Start starts, in order: the development broker (without Brokers), the
-// events producer, the spool and its forwarder (ack=spool), request-reply
-// (reply transport, request producer, handler), the Kafka readiness check,
-// and the HTTP server. A failed step tears down what started, within
-// ShutdownTimeout (lifecycle.go). Shutdown stops the parts in the reverse
-// order and gives each a share of ShutdownTimeout by weight, passing time
-// one part did not use to the next: the HTTP drain (requests in flight wait
-// for their acknowledgement), the request producer, the spool drain and the
-// forwarder, the producer's flush. With ack=spool, records left in the
-// spool are no failure: they are durable and sent on the next start.
+// events producer, the spool and its forwarder (ack=spool), the client
+// credentials and the catalog with its store check, request-reply (reply
+// transport, request producer, handler), the catalog's gRPC and Thrift
+// servers, the Kafka readiness check, and the HTTP server. A failed step
+// tears down what started, within ShutdownTimeout (lifecycle.go). Shutdown
+// stops the parts in the reverse order and gives each a share of
+// ShutdownTimeout by weight, passing time one part did not use to the
+// next: the HTTP drain (requests in flight wait for their
+// acknowledgement), the catalog's RPC calls in flight, the request
+// producer, the spool drain and the forwarder, the producer's flush. With
+// ack=spool, records left in the spool are no failure: they are durable and
+// sent on the next start.
 //
 // # Readiness
 //
@@ -45,6 +57,7 @@
 // the spool absorbs it); with ack=kafka and ack=none, while Kafka answered
 // the last metadata request and the last records produced did not fail
 // (kafkacheck.go). It is 503 with the reason otherwise, and from the start
-// of Shutdown. /healthz is 503 only once the spool failed for good (an
+// of Shutdown. It reports the catalog's store (catalog.healthy) but never
+// turns 503 for it: ingest fails open. /healthz is 503 only once the spool failed for good (an
 // fsync failed): a restart is the cure.
 package gateway
