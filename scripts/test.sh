@@ -18,6 +18,8 @@ fi
 echo "== tools: protobuf and Thrift compilers" >&2
 scripts/tools.sh
 export INLET_TEST_REQUIRE_GENERATORS=1
+echo "== tools: a Python venv with thrift and grpcio-tools (catalog interop tests)" >&2
+scripts/python.sh >/dev/null
 
 echo "== starting Kafka and Redis" >&2
 trap 'echo "== stopping Kafka and Redis" >&2; scripts/services.sh stop' EXIT

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -28,8 +30,11 @@ var bucketEntries = []byte("entries")
 // openTimeout is how long OpenBolt waits for another process's file lock.
 const openTimeout = time.Second
 
-// OpenBolt opens (creating) the embedded store at path.
+// OpenBolt opens (creating, with its directory) the embedded store at path.
 func OpenBolt(path string) (*BoltStore, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("catalog: creating the directory of the embedded store: %w", err)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("catalog store %s is in use by another inlet process (its file lock was not had within %v): stop it, or give this one another --data-dir", path, openTimeout)

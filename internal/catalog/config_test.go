@@ -109,3 +109,14 @@ func TestOpen(t *testing.T) {
 	}
 	must(c.Lookup(ctx, Key{"o", "a"}))
 }
+
+// TestOpenBoltMakesItsDirectory: `inlet catalog serve --data-dir new/dir`
+// works on a fresh machine.
+func TestOpenBoltMakesItsDirectory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "not", "yet", "catalog.db")
+	s, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+}
