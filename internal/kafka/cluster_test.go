@@ -73,6 +73,7 @@ func TestCluster(t *testing.T) {
 
 	t.Run("leader killed with acks all", func(t *testing.T) { leaderKill(t, c) })
 	t.Run("rolling restart with acks all", func(t *testing.T) { rollingRestart(t, c) })
+	t.Run("two of three nodes down", func(t *testing.T) { twoDown(t, c) })
 }
 
 // roundTrip produces records over brokers with s through the producer and
@@ -202,6 +203,35 @@ func rollingRestart(t *testing.T, c *testkit.KafkaCluster) {
 		l.waitISR(t, c.Nodes)
 		l.waitAcked(t, 200, fmt.Sprintf("after node %d restarted", id))
 	}
+	l.verify(t)
+}
+
+// twoDown kills two of the three nodes under load: fewer replicas than
+// min.insync.replicas (and, the nodes being controllers too, no quorum)
+// remain, so Kafka acknowledges nothing until they are back; then the
+// producer goes on and every acknowledged record is in the topic.
+func twoDown(t *testing.T, c *testkit.KafkaCluster) {
+	l := startLoad(t, c)
+	l.waitAcked(t, 300, "before the outage")
+	c.KillNode(2)
+	c.KillNode(3)
+	killed := time.Now()
+	// A batch in flight at the kill may still be acknowledged; after that
+	// none is.
+	testkit.WaitFor(t, 60*time.Second, "acknowledgements to stop with two nodes down", func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return time.Since(l.lastAck) > 3*time.Second
+	})
+	quiet := l.count()
+	time.Sleep(15 * time.Second) // the outage itself: nothing to wait for
+	if n := l.count(); n != quiet {
+		t.Errorf("%d records acknowledged with one node of three up (min.insync.replicas=2)", n-quiet)
+	}
+	c.StartNode(2)
+	c.StartNode(3)
+	t.Logf("nodes 2 and 3 back %v after the kill", time.Since(killed).Round(time.Millisecond))
+	l.waitAcked(t, 300, "after the outage")
 	l.verify(t)
 }
 
