@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -430,7 +431,9 @@ func (c *Catalog) dialThrift(ctx context.Context) (*thriftConn, error) {
 	}
 	cc := &countingConn{Conn: conn}
 	conf := &thrift.TConfiguration{}
-	var trans thrift.TTransport = connTransport{cc}
+	// One write per call: TFramedTransport writes a frame's size and its
+	// body separately, which would be two syscalls (and two TCP segments).
+	var trans thrift.TTransport = &connTransport{Conn: cc, w: bufio.NewWriterSize(cc, 4096)}
 	if c.cfg.ThriftTransport == ThriftBuffered {
 		trans = thrift.NewTBufferedTransport(trans, 4096)
 	} else {
@@ -537,13 +540,18 @@ func ThriftStatus(ae thrift.TApplicationException) string {
 }
 
 // connTransport is a thrift.TTransport over a connection whose deadlines
-// the caller sets (thrift.TSocket would reset them on every read).
-type connTransport struct{ net.Conn }
+// the caller sets (thrift.TSocket would reset them on every read). Writes
+// are buffered until Flush.
+type connTransport struct {
+	net.Conn
+	w *bufio.Writer
+}
 
-func (connTransport) Open() error                  { return nil }
-func (connTransport) IsOpen() bool                 { return true }
-func (connTransport) Flush(context.Context) error  { return nil }
-func (connTransport) RemainingBytes() (num uint64) { return ^uint64(0) }
+func (t *connTransport) Write(b []byte) (int, error) { return t.w.Write(b) }
+func (t *connTransport) Flush(context.Context) error { return t.w.Flush() }
+func (*connTransport) Open() error                   { return nil }
+func (*connTransport) IsOpen() bool                  { return true }
+func (*connTransport) RemainingBytes() (num uint64)  { return ^uint64(0) }
 
 // countingConn counts the bytes of one call; one call at a time uses it.
 type countingConn struct {
