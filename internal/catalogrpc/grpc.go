@@ -2,6 +2,7 @@ package catalogrpc
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"time"
 
@@ -40,6 +41,18 @@ func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
 			Timeout:           20 * time.Second,
 		}),
 		grpc.ChainUnaryInterceptor(s.grpcInterceptor),
+		// Calls run on a few kept goroutines (whose stacks have grown)
+		// rather than a new goroutine each, whose stack grows on every
+		// call; when all are busy (a call waiting on the store), a call
+		// gets a goroutine of its own as before.
+		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
+		// A connection's write buffer is taken from a pool for each write
+		// rather than kept: idle connections hold none.
+		grpc.SharedWriteBuffer(true),
+		// Fixed flow-control windows (far above any lookup) turn off the
+		// bandwidth-delay estimator's pings.
+		grpc.InitialWindowSize(1<<20),
+		grpc.InitialConnWindowSize(1<<20),
 	)
 	inf.RegisterDataServer(gs, grpcData{s: s})
 	catalogv1.RegisterCatalogServer(gs, grpcCatalog{s: s})
