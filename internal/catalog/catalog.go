@@ -430,3 +430,18 @@ func (c *Catalog) Close() error {
 	})
 	return c.closeErr
 }
+
+// Cached returns k's entry when the in-memory cache has it: the answer
+// Lookup and Get would give at once, without waiting on anything (so the
+// caller needs no deadline for it). A miss (or an invalid key) is false:
+// ask Lookup or Get.
+func (c *Catalog) Cached(k Key) (Entry, bool) {
+	if ValidateKey(k) != nil {
+		return Entry{}, false
+	}
+	e, hit := c.hits.get(k)
+	if hit {
+		c.m.hits.Inc()
+	}
+	return e, hit
+}

@@ -131,6 +131,17 @@ func catalogFailure(ctx context.Context, err error, k catalog.Key) *callError {
 	return failf(codes.Internal, "internal: %v", err)
 }
 
+// callCtx bounds the work of one call by CallTimeout.
+func (s *Server) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.CallTimeout)
+}
+
+// cachedCatalog is a Catalog that can answer a key from memory alone
+// (*catalog.Catalog): a hit then needs no timed context.
+type cachedCatalog interface {
+	Cached(k catalog.Key) (catalog.Entry, bool)
+}
+
 // dataType is inf.Data/DataType: the entry of (group, name), assigned on
 // first sight in catalog mode open. An empty group is the client's default
 // group, else the catalog's.
@@ -154,6 +165,13 @@ func (s *Server) dataType(ctx context.Context, c creds, group, name string) (cat
 	if name == "" {
 		return catalog.Entry{}, p, failf(codes.InvalidArgument, "invalid argument: the event name is empty")
 	}
+	if cc, ok := s.cat.(cachedCatalog); ok {
+		if e, hit := cc.Cached(k); hit {
+			return e, p, nil
+		}
+	}
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	e, err := s.cat.Lookup(ctx, k)
 	if err != nil {
 		return e, p, catalogFailure(ctx, err, k)
@@ -163,6 +181,8 @@ func (s *Server) dataType(ctx context.Context, c creds, group, name string) (cat
 
 // get is Catalog.Get.
 func (s *Server) get(ctx context.Context, c creds, k catalog.Key) (catalog.Entry, auth.Principal, error) {
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	p, err := s.authenticate(c)
 	if err != nil {
 		return catalog.Entry{}, p, err
@@ -231,6 +251,8 @@ func decodePageToken(s, query string) (catalog.Key, error) {
 // token of the next page ("" after the last). With group "", a client
 // limited to some groups sees only theirs.
 func (s *Server) list(ctx context.Context, c creds, group string, pageSize int32, token string) ([]catalog.Entry, string, auth.Principal, error) {
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	p, err := s.authenticate(c)
 	if err != nil {
 		return nil, "", p, err
@@ -294,6 +316,8 @@ type upsert struct {
 
 // upsert is Catalog.Upsert (admin clients only).
 func (s *Server) upsert(ctx context.Context, c creds, u upsert) (catalog.Entry, auth.Principal, error) {
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	p, err := s.authenticate(c)
 	if err != nil {
 		return catalog.Entry{}, p, err
@@ -332,6 +356,8 @@ func (s *Server) upsert(ctx context.Context, c creds, u upsert) (catalog.Entry, 
 
 // block is Catalog.Block (admin clients only).
 func (s *Server) block(ctx context.Context, c creds, k catalog.Key) (catalog.Entry, auth.Principal, error) {
+	ctx, cancel := s.callCtx(ctx)
+	defer cancel()
 	p, err := s.authenticate(c)
 	if err != nil {
 		return catalog.Entry{}, p, err

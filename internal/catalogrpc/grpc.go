@@ -65,12 +65,11 @@ func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
 	return gs, hs
 }
 
-// grpcInterceptor bounds each call by CallTimeout, turns call errors into
-// statuses and counts calls by method and code.
+// grpcInterceptor turns call errors into statuses and counts calls by
+// method and code. (Each call's work is bounded by CallTimeout where it
+// waits on the catalog: Server.callCtx.)
 func (s *Server) grpcInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
 	resp, err := handler(ctx, req)
 	code := codes.OK
 	if err != nil {

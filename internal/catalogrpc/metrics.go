@@ -1,6 +1,8 @@
 package catalogrpc
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,7 +16,27 @@ type metrics struct {
 	duration *prometheus.HistogramVec // proto, method
 	conns    *prometheus.GaugeVec     // proto
 	rejected *prometheus.CounterVec   // proto
+
+	// methods are the children of each (proto, method) seen, resolved once
+	// rather than by label values on every call.
+	mu      sync.RWMutex
+	methods map[methodKey]*methodMetrics
 }
+
+type methodKey struct{ proto, method string }
+
+// methodMetrics are one method's children: its duration, and its count by
+// code (each resolved on the code's first call, so that only codes that
+// happened are exported, as before).
+type methodMetrics struct {
+	m        *metrics
+	key      methodKey
+	duration prometheus.Observer
+	calls    [maxCode + 1]atomic.Pointer[prometheus.Counter]
+}
+
+// maxCode is the largest gRPC code (Unauthenticated).
+const maxCode = codes.Unauthenticated
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -35,6 +57,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inlet_catalog_rpc_connections_rejected_total",
 			Help: "Connections closed at once because the front end had --catalog-rpc-max-conns open.",
 		}, []string{"proto"}),
+		methods: map[methodKey]*methodMetrics{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.calls, m.duration, m.conns, m.rejected)
@@ -42,8 +65,42 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
+// method returns the children of (proto, method). The methods are the
+// registered ones: the map is bounded.
+func (m *metrics) method(proto, method string) *methodMetrics {
+	k := methodKey{proto, method}
+	m.mu.RLock()
+	mm := m.methods[k]
+	m.mu.RUnlock()
+	if mm != nil {
+		return mm
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mm = m.methods[k]; mm == nil {
+		mm = &methodMetrics{m: m, key: k, duration: m.duration.WithLabelValues(proto, method)}
+		m.methods[k] = mm
+	}
+	return mm
+}
+
 // observe counts one call.
 func (m *metrics) observe(proto, method string, start time.Time, code codes.Code) {
-	m.calls.WithLabelValues(proto, method, code.String()).Inc()
-	m.duration.WithLabelValues(proto, method).Observe(time.Since(start).Seconds())
+	m.method(proto, method).observe(start, code)
+}
+
+// observe counts one call of the method.
+func (mm *methodMetrics) observe(start time.Time, code codes.Code) {
+	mm.duration.Observe(time.Since(start).Seconds())
+	if code > maxCode {
+		mm.m.calls.WithLabelValues(mm.key.proto, mm.key.method, code.String()).Inc()
+		return
+	}
+	c := mm.calls[code].Load()
+	if c == nil {
+		cc := mm.m.calls.WithLabelValues(mm.key.proto, mm.key.method, code.String())
+		c = &cc
+		mm.calls[code].Store(c)
+	}
+	(*c).Inc()
 }
