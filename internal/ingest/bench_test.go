@@ -1,0 +1,85 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/event"
+)
+
+// discardSink takes every record and keeps none.
+type discardSink struct{}
+
+func (discardSink) Write(context.Context, []event.Record) error { return nil }
+
+// benchBody is a batch of n events of a few names, as a page sends them.
+func benchBody(n int) []byte {
+	var b bytes.Buffer
+	b.WriteByte('[')
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"event":"page_view_%d","uid":"user-%04d","props":{"path":"/pricing","ref":"ad"}}`, i%3, i)
+	}
+	b.WriteByte(']')
+	return b.Bytes()
+}
+
+// benchIngest serves POST /v1/batch of a 10-event batch through the handler
+// (no network), per op one request.
+func benchIngest(b *testing.B, opts ...Option) {
+	s, err := New(DefaultConfig(), discardSink{}, slog.New(slog.DiscardHandler), nil, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	s.Register(mux)
+	body := benchBody(10)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/v1/batch", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatalf("answer %d %s", w.Code, w.Body)
+		}
+	}
+}
+
+// BenchmarkIngest is the cost of one batch request without credentials or
+// catalog.
+func BenchmarkIngest(b *testing.B) { benchIngest(b) }
+
+// BenchmarkIngestCatalog is BenchmarkIngest with the catalog on (mode
+// open, every key found, as a warm cache answers): the cost of grouping,
+// one Resolve and the code in each record.
+func BenchmarkIngestCatalog(b *testing.B) {
+	c := &staticCatalog{entries: map[catalog.Key]catalog.Entry{}}
+	for i := range 3 {
+		k := catalog.Key{Group: "default", Name: fmt.Sprintf("page_view_%d", i)}
+		c.entries[k] = catalog.Entry{Group: k.Group, Name: k.Name, Code: int64(100 + i), Status: catalog.StatusObserved}
+	}
+	benchIngest(b, WithCatalog(c))
+}
+
+// staticCatalog answers from a fixed map, in mode open, keeping nothing.
+type staticCatalog struct{ entries map[catalog.Key]catalog.Entry }
+
+func (c *staticCatalog) Mode() catalog.Mode   { return catalog.ModeOpen }
+func (c *staticCatalog) DefaultGroup() string { return "default" }
+func (c *staticCatalog) Resolve(_ context.Context, keys []catalog.Key, out []catalog.Result) {
+	for i, k := range keys {
+		e, ok := c.entries[k]
+		out[i] = catalog.Result{Entry: e, Found: ok}
+	}
+}
+func (c *staticCatalog) Check(*catalog.Entry, []byte) []catalog.Violation { return nil }
