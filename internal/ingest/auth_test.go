@@ -444,3 +444,15 @@ func TestNoAuthNoNewFields(t *testing.T) {
 		t.Errorf("headers %v, want the three of before", rec.Headers)
 	}
 }
+
+// TestAuthPreflight: with credentials on, a CORS preflight allows the
+// Authorization header (and needs none itself).
+func TestAuthPreflight(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, WithAuth(newFakeAuth()))
+	r := h.do(t, "OPTIONS", "/v1/batch", nil, "Origin", "https://shop.example", "Access-Control-Request-Method", "POST",
+		"Access-Control-Request-Headers", "authorization, content-type")
+	if r.status != http.StatusNoContent || !strings.Contains(r.header.Get("Access-Control-Allow-Headers"), "Authorization") {
+		t.Fatalf("preflight %s, Allow-Headers %q: want 204 allowing Authorization", r, r.header.Get("Access-Control-Allow-Headers"))
+	}
+}

@@ -1,6 +1,12 @@
 // Package ingest is inlet's HTTP edge: it takes events over POST /v1/batch,
 // POST /v1/track and the GET /i pixel, turns them into records with package
 // event, and hands them to a Sink, answering once the Sink's guarantee holds.
+//
+// With an Authenticator (WithAuth, --auth) every route checks the client's
+// credentials before it reads the body, its rate and its groups; with a
+// Catalog (WithCatalog, --catalog) each event gets its group and catalog
+// code, one Resolve per request, and the tracking plan is enforced by the
+// catalog's mode (plan.go).
 package ingest
 
 import (
