@@ -156,6 +156,12 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 			cc, err := grpc.NewClient(cfg.Addr,
 				grpc.WithTransportCredentials(insecure.NewCredentials()),
 				grpc.WithDisableServiceConfig(), // measure the server, not a retry policy
+				// The load generator's own costs, kept low: a write buffer
+				// from a pool per write, and fixed windows (far above any
+				// lookup), which turn off the bandwidth-delay pings.
+				grpc.WithSharedWriteBuffer(true),
+				grpc.WithInitialWindowSize(1<<20),
+				grpc.WithInitialConnWindowSize(1<<20),
 			)
 			if err != nil {
 				c.Close()
