@@ -743,3 +743,19 @@ func TestConfig(t *testing.T) {
 		t.Errorf("auth off: %v", err)
 	}
 }
+
+func TestClientGroup(t *testing.T) {
+	for _, c := range []struct {
+		client Client
+		want   string
+	}{
+		{Client{ID: "a"}, ""},
+		{Client{ID: "a", DefaultGroup: "d", Groups: []string{"x"}}, "d"},
+		{Client{ID: "a", Groups: []string{"only"}}, "only"},
+		{Client{ID: "a", Groups: []string{"x", "y"}}, ""},
+	} {
+		if got := c.client.Group(); got != c.want {
+			t.Errorf("%+v: Group() = %q, want %q", c.client, got, c.want)
+		}
+	}
+}

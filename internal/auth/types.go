@@ -28,6 +28,19 @@ type Client struct {
 	Created time.Time `json:"created"`
 }
 
+// Group is the group of the client's events and lookups that name none:
+// DefaultGroup, else its only group when Groups holds one, else "" (the
+// gateway's --catalog-default-group).
+func (c *Client) Group() string {
+	switch {
+	case c.DefaultGroup != "":
+		return c.DefaultGroup
+	case len(c.Groups) == 1:
+		return c.Groups[0]
+	}
+	return ""
+}
+
 // Principal is an authenticated caller.
 type Principal struct {
 	Client *Client

@@ -152,7 +152,7 @@ func (s *Server) dataType(ctx context.Context, c creds, group, name string) (cat
 	}
 	if group == "" {
 		if p.Client != nil {
-			group = p.Client.DefaultGroup
+			group = p.Client.Group()
 		}
 		if group == "" {
 			group = s.cat.DefaultGroup()

@@ -46,6 +46,7 @@ func newFakeAuth() *fakeAuth {
 	for _, c := range []fakeClient{
 		{auth.Client{ID: "web"}, "web-secret-0123456789"},
 		{auth.Client{ID: "shop", Groups: []string{"shop", "payments"}, DefaultGroup: "shop"}, "shop-secret-0123456789"},
+		{auth.Client{ID: "ads", Groups: []string{"ads"}}, "ads-secret-0123456789"},
 	} {
 		a.clients[c.client.ID] = &c
 	}
@@ -400,6 +401,12 @@ func TestGroups(t *testing.T) {
 	dead := h.sink.onTopic("events.invalid")
 	if len(dead) != 2 {
 		t.Fatalf("%d dead letters, want 2", len(dead))
+	}
+	// A client of one group and no default group: its events that name
+	// none are of its group, not the gateway's default (which it may not use).
+	r = h.do(t, "POST", "/v1/track", []byte(`{"event":"only_group"}`), "Content-Type", "application/json", "Authorization", basic("ads", "ads-secret-0123456789"))
+	if r.status != 200 || len(decodeAnswer(t, r).Rejected) != 0 {
+		t.Fatalf("single-group client: answer %s", r)
 	}
 	reasons := map[string]bool{}
 	for _, d := range dead {

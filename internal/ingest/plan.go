@@ -201,7 +201,7 @@ func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta
 		if bad == nil && s.auth != nil {
 			if err := s.auth.AllowGroup(p, e.Group); err != nil {
 				bad = &event.Invalid{Reason: event.ReasonForbiddenGroup,
-					Msg: fmt.Sprintf("client %q may not send events of group %q (%v)", clientID(p), e.Group, err)}
+					Msg: fmt.Sprintf("client %q may not send events of group %q", clientID(p), e.Group)}
 			}
 		}
 		evs[i], bads[i] = e, bad
@@ -262,8 +262,9 @@ func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta
 	return recs, ans, t
 }
 
-// group is e's group: its context.group, else its client's default group,
-// else the default group (the catalog's).
+// group is e's group: its context.group, else its client's group
+// (auth.Client.Group: its default group or its only group), else the
+// default group (the catalog's).
 func (s *Server) group(e *event.Event, p auth.Principal) (string, *event.Invalid) {
 	g, ok, bad := e.ContextGroup()
 	switch {
@@ -271,8 +272,8 @@ func (s *Server) group(e *event.Event, p auth.Principal) (string, *event.Invalid
 		return "", bad
 	case ok:
 		return g, nil
-	case p.Client != nil && p.Client.DefaultGroup != "":
-		return p.Client.DefaultGroup, nil
+	case p.Client != nil && p.Client.Group() != "":
+		return p.Client.Group(), nil
 	}
 	return s.defaultGroup, nil
 }
