@@ -325,13 +325,20 @@ func (c *Catalog) answered(presented *string, got string) {
 	if c.cfg.Auth != AuthSession || got == "" || c.cfg.ClientID == "" {
 		return
 	}
+	// The token's copy is made (on the heap) only when it may be taken:
+	// not on every call that brings back the token it presented.
 	switch {
 	case presented == nil:
-		if c.token.CompareAndSwap(nil, &got) {
+		if c.token.Load() != nil {
+			return
+		}
+		t := got
+		if c.token.CompareAndSwap(nil, &t) {
 			c.stats.adopted.Add(1)
 		}
 	case got != *presented:
-		if c.token.CompareAndSwap(presented, &got) {
+		t := got
+		if c.token.CompareAndSwap(presented, &t) {
 			c.stats.adopted.Add(1)
 		}
 	}
@@ -424,6 +431,9 @@ type thriftConn struct {
 	conn   net.Conn
 	client *thriftinf.DataClient
 	counts *countingConn
+	// deadline is the connection's deadline now (set only when a call's
+	// differs).
+	deadline time.Time
 }
 
 func (tc *thriftConn) close() { tc.conn.Close() }
@@ -477,9 +487,12 @@ func (c *Catalog) thriftLookup(ctx context.Context, name string) Result {
 		}
 		c.pool <- tc
 	}()
-	deadline, _ := ctx.Deadline()
-	_ = tc.conn.SetDeadline(deadline)
+	if deadline, _ := ctx.Deadline(); deadline != tc.deadline {
+		_ = tc.conn.SetDeadline(deadline)
+		tc.deadline = deadline
+	}
 	stop := context.AfterFunc(ctx, func() { _ = tc.conn.SetDeadline(aLongTimeAgo) })
+	// (A connection cut by ctx is not kept: its deadline needs no reset.)
 	defer stop()
 	id, token, presented, first := c.credentials(ctx)
 	if first {
