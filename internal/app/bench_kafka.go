@@ -106,6 +106,7 @@ func ParseBenchKafka(args []string, env Env) (BenchKafkaConfig, error) {
 	fs.StringVar(&cfg.JSON, "json", "", "write the report as JSON to `FILE` (- for stdout; the summary then goes to stderr)")
 	fs.StringVar(&cfg.Hgrm, "hdr", "", "write the latency percentile distribution to `FILE` (HdrHistogram .hgrm text, ms)")
 	fs.StringVar(&cfg.HTML, "html", "", "write a self-contained HTML page with charts to `FILE`")
+	k.Security.RegisterFlags(fs)
 	if err := parseFlags(fs, args, env); err != nil {
 		return cfg, err
 	}

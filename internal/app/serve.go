@@ -44,6 +44,10 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	if cfg.TLSCert != "" {
+		// Errors are logged, the certificate in use kept.
+		defer onHangup(func() { _ = g.ReloadTLS() })()
+	}
 	if b := g.BrokerAddr(); b != "" {
 		printBanner(env.Stdout, g.Addr(), b, cfg)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/inlet-dev/inlet/client"
 	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/logship"
 )
 
@@ -45,7 +46,9 @@ type ShipConfig struct {
 	SendTimeout time.Duration
 	StopTimeout time.Duration // on interrupt, how long the last batch may take
 	BearerToken string
-	log         logConfig
+	// Security is TLS and SASL to the brokers (without Target).
+	Security kafka.Security
+	log      logConfig
 }
 
 // Validate reports the first invalid setting.
@@ -63,6 +66,11 @@ func (c ShipConfig) Validate() error {
 		return errors.New("ship: --batch-size must be in 1..500 (inlet's --max-events)")
 	case c.Poll <= 0 || c.SendTimeout <= 0 || c.StopTimeout <= 0 || c.Linger < 0:
 		return errors.New("ship: --poll, --send-timeout and --stop-timeout must be positive")
+	case c.Target != "" && (c.Security.TLSEnabled() || c.Security.SASL != ""):
+		return errors.New("ship: --kafka-tls and --kafka-sasl go with --brokers, not --target (use an https:// target for TLS to inlet)")
+	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("ship: %w", err)
 	}
 	return nil
 }
@@ -88,6 +96,7 @@ func ParseShip(args []string, env Env) (ShipConfig, error) {
 	fs.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "how long one attempt to send a batch may take; failed attempts are retried")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "on SIGINT/SIGTERM, how long the lines read may take to be acknowledged")
 	fs.StringVar(&cfg.BearerToken, "token", "", "with --target: send Authorization: Bearer `TOKEN`")
+	cfg.Security.RegisterFlags(fs)
 	cfg.log.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {
 		return cfg, err
@@ -124,7 +133,7 @@ func runShip(ctx context.Context, args []string, env Env) error {
 // shipSink is what Ship delivers to; logship's sinks are the two.
 type shipSink = logship.Sink
 
-func (c ShipConfig) sink() (shipSink, error) {
+func (c ShipConfig) sink(log *slog.Logger) (shipSink, error) {
 	if c.Target != "" {
 		opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: c.SendTimeout})}
 		if c.BearerToken != "" {
@@ -136,7 +145,11 @@ func (c ShipConfig) sink() (shipSink, error) {
 		}
 		return logship.NewInletSink(cl), nil
 	}
-	return logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic})
+	sec, err := c.Security.Opts(log)
+	if err != nil {
+		return nil, err
+	}
+	return logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic, Opts: sec})
 }
 
 // shipLine is one line read, encoded as an event, with the position after
@@ -153,7 +166,7 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	sink, err := cfg.sink()
+	sink, err := cfg.sink(log)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}

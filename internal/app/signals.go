@@ -5,21 +5,39 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"syscall"
 )
 
+// hangup is what SIGHUP reloads; nil: SIGHUP stops like SIGTERM.
+var hangup atomic.Pointer[func()]
+
+// onHangup has Signals call reload on SIGHUP instead of stopping, until
+// the returned function is called.
+func onHangup(reload func()) (unregister func()) {
+	hangup.Store(&reload)
+	return func() { hangup.CompareAndSwap(&reload, nil) }
+}
+
 // Signals turns the process's signals into what inlet does with them, and
-// returns once sigs is closed. The first SIGTERM, SIGINT or SIGHUP cancels
-// the commands' context: a graceful stop (a gateway drains, flushes and
-// exits 0 if nothing was lost). inlet has no configuration to reload, so
-// SIGHUP, which a closing terminal or a supervisor sends, stops it the same
-// way rather than killing it. A second such signal calls exit at once, with
-// 128 + the signal's number, for an operator who will not wait (the second
-// Ctrl-C). SIGPIPE is ignored by main, so that a closed log pipe makes
-// writes fail instead of killing the process.
+// returns once sigs is closed. SIGHUP reloads what the running command
+// registered with onHangup (the HTTPS certificate of `inlet serve
+// --tls-cert`). Otherwise the first SIGTERM, SIGINT or SIGHUP cancels the
+// commands' context: a graceful stop (a gateway drains, flushes and exits
+// 0 if nothing was lost); SIGHUP, which a closing terminal or a supervisor
+// sends, stops a command with nothing to reload the same way rather than
+// killing it. A second such signal calls exit at once, with 128 + the
+// signal's number, for an operator who will not wait (the second Ctrl-C).
+// SIGPIPE is ignored by main, so that a closed log pipe makes writes fail
+// instead of killing the process.
 func Signals(sigs <-chan os.Signal, cancel context.CancelFunc, exit func(code int), stderr io.Writer) {
 	first := true
 	for s := range sigs {
+		if reload := hangup.Load(); s == syscall.SIGHUP && reload != nil {
+			fmt.Fprintf(stderr, "inlet: %v: reloading\n", s)
+			(*reload)()
+			continue
+		}
 		if first {
 			first = false
 			fmt.Fprintf(stderr, "inlet: %v: stopping gracefully; send it again to exit at once\n", s)

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 	"unicode/utf8"
 
 	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/internal/kafka"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -24,6 +26,8 @@ type TailConfig struct {
 	Format  string // json or text
 	// Idle stops tail once no record arrived for this long (0: never).
 	Idle time.Duration
+	// Security is TLS and SASL to the brokers.
+	Security kafka.Security
 }
 
 func runTail(ctx context.Context, args []string, env Env) error {
@@ -35,15 +39,21 @@ func runTail(ctx context.Context, args []string, env Env) error {
 	fs.IntVar(&cfg.N, "n", 0, "stop after this many records (0: follow until interrupted)")
 	fs.StringVar(&cfg.Format, "format", cfg.Format, "output: json (one object per line) or text")
 	fs.DurationVar(&cfg.Idle, "idle", 0, "stop once no record arrived for this long (0: never)")
+	cfg.Security.RegisterFlags(fs)
 	if err := parseFlags(fs, args, env); err != nil {
 		return err
 	}
-	return Tail(ctx, cfg, env.Stdout)
+	return tail(ctx, cfg, env.Stdout, slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 }
 
 // Tail prints the records of cfg.Topic to w until ctx is done, N records
 // were printed, or no record arrived for Idle.
 func Tail(ctx context.Context, cfg TailConfig, w io.Writer) error {
+	return tail(ctx, cfg, w, nil)
+}
+
+// tail is Tail with a logger for the security warnings (nil: none).
+func tail(ctx context.Context, cfg TailConfig, w io.Writer, log *slog.Logger) error {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
 		return errors.New("tail: --brokers and --topic are required")
 	}
@@ -59,8 +69,12 @@ func Tail(ctx context.Context, cfg TailConfig, w io.Writer) error {
 	if cfg.Format != "json" && cfg.Format != "text" {
 		return fmt.Errorf("tail: --format %q: want json or text", cfg.Format)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumeTopics(cfg.Topic),
-		kgo.ConsumeResetOffset(reset), kgo.ClientID("inlet-tail"))
+	sec, err := cfg.Security.Opts(log)
+	if err != nil {
+		return fmt.Errorf("tail: %w", err)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumeTopics(cfg.Topic),
+		kgo.ConsumeResetOffset(reset), kgo.ClientID("inlet-tail")}, sec...)...)
 	if err != nil {
 		return fmt.Errorf("tail: creating kafka client: %w", err)
 	}
@@ -69,7 +83,7 @@ func Tail(ctx context.Context, cfg TailConfig, w io.Writer) error {
 	err = cl.Ping(pctx)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("tail: reaching kafka at %v: %w", cfg.Brokers, err)
+		return fmt.Errorf("tail: reaching kafka at %v: %w", cfg.Brokers, cfg.Security.ConnErr(err))
 	}
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/internal/kafka"
 
 	"github.com/inlet-dev/inlet/internal/verify"
 )
@@ -23,6 +24,8 @@ type VerifyConfig struct {
 	// Settle is how long to keep reading the topic without news of the run
 	// before the acknowledged events not seen are declared lost.
 	Settle time.Duration
+	// Security is TLS and SASL to the brokers.
+	Security kafka.Security
 }
 
 // Validate reports the first invalid setting.
@@ -32,6 +35,9 @@ func (c VerifyConfig) Validate() error {
 		return errors.New("verify: --brokers and --topic are required")
 	case c.Settle <= 0:
 		return errors.New("verify: --settle must be positive")
+	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("verify: %w", err)
 	}
 	return c.Load.Validate()
 }
@@ -52,6 +58,7 @@ func ParseVerify(args []string, env Env) (VerifyConfig, error) {
 	fs.DurationVar(&l.Timeout, "timeout", l.Timeout, "time limit of one request")
 	fs.DurationVar(&cfg.Settle, "settle", cfg.Settle, "how long to wait for acknowledged events to arrive in the topic before declaring them lost")
 	fs.StringVar(&l.Run, "run", "", "run id: event ids are <run>-<n> (default: a new one)")
+	cfg.Security.RegisterFlags(fs)
 	if err := parseFlags(fs, args, env); err != nil {
 		return cfg, err
 	}
@@ -112,7 +119,7 @@ func Verify(ctx context.Context, cfg VerifyConfig, progress io.Writer) (verify.R
 		return verify.Report{}, err
 	}
 	// Fail before sending anything if the check cannot be made.
-	if err := verify.Ping(ctx, cfg.Brokers); err != nil {
+	if err := verify.Ping(ctx, cfg.Brokers, cfg.Security); err != nil {
 		return verify.Report{}, err
 	}
 	lc := cfg.Load
@@ -152,7 +159,7 @@ func Verify(ctx context.Context, cfg VerifyConfig, progress io.Writer) (verify.R
 	sent, acked := l.Counts()
 	fmt.Fprintf(progress, "verify: sent %d, acknowledged %d; reading topic %s until they all arrived, or nothing new for %v\n",
 		sent, acked, cfg.Topic, cfg.Settle)
-	seen, err := verify.Delivered(ctx, cfg.Brokers, cfg.Topic, verify.Prefix(lc.Run), l, cfg.Settle)
+	seen, err := verify.Delivered(ctx, cfg.Brokers, cfg.Security, cfg.Topic, verify.Prefix(lc.Run), l, cfg.Settle)
 	if err != nil {
 		return verify.Report{}, interrupted(err)
 	}

@@ -83,6 +83,7 @@ func ParseWorker(args []string, env Env) (WorkerConfig, error) {
 	fs.DurationVar(&cfg.MaxDelay, "max-delay", 0, "with --echo: most synthetic work per request (uniformly random between the two)")
 	fs.StringVar(&cfg.HTTP, "http", "", "POST each request to `URL`; its response is the reply")
 	fs.StringVar(&cfg.Exec, "exec", "", "run `CMD` with sh -c per request: request body on stdin, reply body on stdout; a non-zero exit is an error")
+	w.Security.RegisterFlags(fs)
 	cfg.log.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {
 		return cfg, err

@@ -41,6 +41,8 @@ type KafkaConfig struct {
 	// (the run's workers); the producer's buffer is sized for them.
 	InFlight int
 	ClientID string
+	// Security is TLS and SASL to the brokers.
+	Security kafka.Security
 }
 
 // KafkaHeaderBytes is the header at the start of each record's value: a
@@ -78,8 +80,13 @@ func (c KafkaConfig) Validate() error {
 	case c.InFlight <= 0:
 		return errors.New("bench: records in flight must be positive")
 	}
-	_, err := kafka.Codec(c.Compression)
-	return err
+	if _, err := kafka.Codec(c.Compression); err != nil {
+		return err
+	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
 }
 
 // Kafka is a Kafka producer target. Its Do is a Target. With E2E it also
@@ -117,6 +124,10 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		return nil, err
 	}
 	cc, _ := kafka.Codec(cfg.Compression)
+	sec, err := cfg.Security.Opts(nil)
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
@@ -135,7 +146,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 	case "0":
 		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
 	}
-	cl, err := kgo.NewClient(opts...)
+	cl, err := kgo.NewClient(append(opts, sec...)...)
 	if err != nil {
 		return nil, fmt.Errorf("bench: creating Kafka client: %w", err)
 	}
@@ -160,7 +171,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 // offsets once every partition has a leader.
 func (k *Kafka) ensureTopic(ctx context.Context) (map[string]map[int32]kgo.Offset, error) {
 	if err := k.cl.Ping(ctx); err != nil {
-		return nil, fmt.Errorf("bench: reaching Kafka at %s: %w", strings.Join(k.cfg.Brokers, ","), err)
+		return nil, fmt.Errorf("bench: reaching Kafka at %s: %w", strings.Join(k.cfg.Brokers, ","), k.cfg.Security.ConnErr(err))
 	}
 	adm := kadm.NewClient(k.cl)
 	if _, err := adm.CreateTopic(ctx, -1, -1, nil, k.cfg.Topic); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
@@ -185,8 +196,12 @@ func (k *Kafka) ensureTopic(ctx context.Context) (map[string]map[int32]kgo.Offse
 
 // startConsumer reads the topic from offsets, in the background, until Close.
 func (k *Kafka) startConsumer(offsets map[string]map[int32]kgo.Offset) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(k.cfg.Brokers...), kgo.ClientID(k.cfg.ClientID+"-consumer"),
-		kgo.ConsumePartitions(offsets), kgo.FetchMaxWait(500*time.Millisecond))
+	sec, err := k.cfg.Security.Opts(nil)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(k.cfg.Brokers...), kgo.ClientID(k.cfg.ClientID + "-consumer"),
+		kgo.ConsumePartitions(offsets), kgo.FetchMaxWait(500 * time.Millisecond)}, sec...)...)
 	if err != nil {
 		return fmt.Errorf("bench: creating Kafka consumer: %w", err)
 	}

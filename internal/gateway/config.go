@@ -33,10 +33,20 @@ const (
 
 // Config is everything a gateway needs. Start from DefaultConfig.
 type Config struct {
-	Listen  string   // HTTP listen address
-	Brokers []string // Kafka seed brokers; empty starts the development broker
-	Ack     string   // AckSpool, AckKafka or AckNone
-	DataDir string   // the spool (<DataDir>/spool) and the development broker's data
+	Listen string // HTTP listen address: plain (HTTP/1.1 and h2c), or HTTPS with TLSCert and no TLSListen
+	// TLSCert and TLSKey are the PEM certificate (with its chain) and key
+	// of HTTPS (HTTP/1.1 and HTTP/2 by ALPN, TLS 1.2 at least), reloaded
+	// on SIGHUP (ReloadTLS) and when the files change (TLSReloadInterval).
+	TLSCert, TLSKey string
+	// TLSListen is the HTTPS listen address; with it, Listen stays plain.
+	// Empty: Listen serves HTTPS when TLSCert is set.
+	TLSListen string
+	// TLSReloadInterval is how often the files' modification times are
+	// checked; 0: only on SIGHUP.
+	TLSReloadInterval time.Duration
+	Brokers           []string // Kafka seed brokers; empty starts the development broker
+	Ack               string   // AckSpool, AckKafka or AckNone
+	DataDir           string   // the spool (<DataDir>/spool) and the development broker's data
 
 	Broker    devbroker.Config // without Brokers; its DataDir defaults to DataDir
 	Kafka     kafka.Config     // the events producer; its Brokers are set by Start
@@ -113,13 +123,18 @@ func DefaultConfig() Config {
 		ResponseWriteTimeout: 5 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 		ReadyInterval:        5 * time.Second,
+		TLSReloadInterval:    10 * time.Second,
 	}
 }
 
 // RegisterFlags binds c's fields to the flags of `inlet serve`, each
 // package registering its own; the defaults are c's values.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address (host:port)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address (host:port); HTTPS with --tls-cert unless --tls-listen is given")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate `file` (with its chain) for HTTPS: HTTP/1.1 and HTTP/2, TLS 1.2 at least; reloaded on SIGHUP and when it changes")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file` of --tls-cert")
+	fs.StringVar(&c.TLSListen, "tls-listen", c.TLSListen, "HTTPS listen address (host:port); --listen then stays plain HTTP (HTTP/1.1 and h2c)")
+	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", c.TLSReloadInterval, "how often --tls-cert and --tls-key are checked for changes (0: only on SIGHUP)")
 	cliflag.List(fs, &c.Brokers, "brokers", "Kafka seed brokers, comma-separated host:port; empty starts the embedded development broker")
 	fs.StringVar(&c.Ack, "ack", c.Ack, "when to answer: spool (200 once fsynced to the local spool), kafka (200 once Kafka acknowledged every event) or none (202 once enqueued in memory)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for local state: the spool (<data-dir>/spool) and the development broker's data")
@@ -127,6 +142,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Broker.RegisterFlags(fs, "broker-")
 	c.Ingest.RegisterFlags(fs)
 	c.Kafka.RegisterFlags(fs)
+	c.Kafka.Security.RegisterFlags(fs)
 	c.RPC.RegisterFlags(fs)
 	c.UI.RegisterFlags(fs)
 	c.Catalog.RegisterFlags(fs)
@@ -173,6 +189,15 @@ func (c Config) rpcKafka(brokers []string) kafka.Config {
 	return k
 }
 
+// kafkaCertOnlyExpired reports whether the Kafka security settings are
+// valid but for the client certificate's dates.
+func (c Config) kafkaCertOnlyExpired() bool {
+	k := c.Kafka
+	k.AllowExpiredCert = true
+	_, err := k.SecurityOpts(nil)
+	return err == nil
+}
+
 // Validate reports the first invalid setting.
 func (c Config) Validate() error {
 	switch c.Ack {
@@ -205,6 +230,15 @@ func (c Config) Validate() error {
 	}
 	if c.RPCLinger < 0 {
 		return errors.New("--rpc-linger must not be negative")
+	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
+	if len(c.Brokers) == 0 && (c.Kafka.Security.TLSEnabled() || c.Kafka.Security.SASL != "") {
+		return errors.New("--kafka-tls and --kafka-sasl need --brokers: the development broker speaks plaintext only")
+	}
+	if err := c.Kafka.Security.Validate(); err != nil && !c.kafkaCertOnlyExpired() {
+		return err
 	}
 	if c.HTTP2MaxStreams < 1 {
 		return errors.New("--http2-max-streams must be at least 1")

@@ -18,6 +18,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/gateway"
 	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/testkit"
 
 	"github.com/inlet-dev/inlet/internal/verify"
@@ -107,7 +108,7 @@ func (l *loader) check(t *testing.T, brokers []string, topic string) verify.Repo
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	seen, err := verify.Delivered(ctx, brokers, topic, verify.Prefix(l.run), l.ledger, 15*time.Second)
+	seen, err := verify.Delivered(ctx, brokers, kafka.Security{}, topic, verify.Prefix(l.run), l.ledger, 15*time.Second)
 	if err != nil {
 		t.Fatalf("reading %s: %v", topic, err)
 	}

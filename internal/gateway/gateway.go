@@ -42,7 +42,12 @@ type Gateway struct {
 	router   *reply.Router
 	replies  reply.Transport // nil without request-reply services
 	srv      *http.Server
-	ln       net.Listener
+	ln       net.Listener  // --listen
+	tlsLn    net.Listener  // the HTTPS one (ln itself without --tls-listen); nil without --tls-cert
+	certs    *certReloader // nil without --tls-cert
+	// kafkaCert is why the Kafka client certificate is not valid now
+	// (expired, or not yet valid): serve starts anyway, unready.
+	kafkaCert string
 
 	// The catalog (catalog.go): nil when neither --catalog nor an RPC
 	// listener is on; auth nil without --clients.
@@ -145,7 +150,7 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	if err := g.startHTTP(mux); err != nil {
 		return nil, err
 	}
-	log.Info("serving", "addr", g.Addr(), "brokers", brokers, "ack", cfg.Ack, "topic", ic.Topic)
+	log.Info("serving", "addr", g.Addr(), "https", g.TLSAddr(), "brokers", brokers, "kafka_security", cfg.Kafka.Security.String(), "ack", cfg.Ack, "topic", ic.Topic)
 	return g, nil
 }
 
@@ -171,7 +176,7 @@ func (g *Gateway) startProducer(brokers []string) error {
 		// within the topics' max.message.bytes, so that one record too
 		// large for its topic fails alone. Kafka down: keep the setting.
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		n, err := kafka.BatchLimit(ctx, brokers, g.cfg.Ingest.Topic, g.cfg.Ingest.DeadLetterTopicName())
+		n, err := kafka.BatchLimit(ctx, brokers, kc.Security, g.cfg.Ingest.Topic, g.cfg.Ingest.DeadLetterTopicName())
 		cancel()
 		switch {
 		case err != nil:
@@ -181,6 +186,14 @@ func (g *Gateway) startProducer(brokers []string) error {
 		}
 	}
 	g.batchMax = kc.BatchMaxBytes
+	if err := kc.Security.Validate(); err != nil && g.cfg.kafkaCertOnlyExpired() {
+		// Like a certificate that expires while inlet runs: start, take
+		// events (into the spool), and say why Kafka refuses them.
+		g.kafkaCert = err.Error()
+		kc.AllowExpiredCert = true
+		g.log.Error("starting with a Kafka client certificate that is not valid now: the brokers will refuse it (/readyz says so); renew it and restart", "err", err)
+	}
+	g.cfg.Kafka.AllowExpiredCert = kc.AllowExpiredCert // the request producer and reply consumer too
 	p, err := kafka.NewProducer(kc, g.log, kafka.NewMetrics(producerMetrics(g.reg, "events")))
 	if err != nil {
 		return err
@@ -285,15 +298,31 @@ func (g *Gateway) checkLimits(ctx context.Context) {
 }
 
 func (g *Gateway) startReadiness() {
-	g.kafka = newKafkaCheck(g.prod, g.cfg.ReadyInterval)
+	g.kafka = newKafkaCheck(g.prod, g.cfg.ReadyInterval, g.cfg.Kafka.Security, g.kafkaCert)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); g.kafka.run(ctx, g) }()
 	g.lc.started("readiness check", 0, func(context.Context) error { cancel(); <-done; return nil })
 }
 
-// Addr is the address the HTTP server listens on.
+// Addr is the address the HTTP server listens on (--listen): plain HTTP,
+// or HTTPS with --tls-cert and no --tls-listen.
 func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// TLSAddr is the address HTTPS is served on: --tls-listen's, else Addr
+// with --tls-cert; "" without HTTPS.
+func (g *Gateway) TLSAddr() string { return addrOf(g.tlsLn) }
+
+// ReloadTLS loads the HTTPS certificate and key again (on SIGHUP): new
+// handshakes get the new certificate, open connections keep theirs. If
+// they do not load, the certificate in use stays and the error is
+// returned (and logged). Without HTTPS it does nothing.
+func (g *Gateway) ReloadTLS() error {
+	if g.certs == nil {
+		return nil
+	}
+	return g.certs.Reload("SIGHUP")
+}
 
 // BrokerAddr is the development broker's address; "" with Brokers.
 func (g *Gateway) BrokerAddr() string {

@@ -2,12 +2,14 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,7 +44,14 @@ func (g *Gateway) routes(mux *http.ServeMux) {
 // connection gets its membudget.Conn, so that its requests hold at most
 // their share of the body budget.
 func newServer(cfg Config, h http.Handler, log *slog.Logger) (*http.Server, error) {
+	return newServerTLS(cfg, h, log, nil)
+}
+
+// newServerTLS is newServer that also serves HTTPS, HTTP/1.1 and HTTP/2 by
+// ALPN, with tc on the listeners given to ServeTLS (nil: none).
+func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) (*http.Server, error) {
 	srv := &http.Server{
+		TLSConfig:         tc,
 		Handler:           limitRequests(cfg, h),
 		ConnContext:       membudget.ConnContext,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -56,6 +65,7 @@ func newServer(cfg Config, h http.Handler, log *slog.Logger) (*http.Server, erro
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)
+	srv.Protocols.SetHTTP2(tc != nil)
 	// x/net's HTTP/2 server with its random write scheduler: net/http's
 	// round-robin one scans every open stream of a connection per frame,
 	// 46% of the CPU with 2,000 calls waiting on one connection
@@ -155,7 +165,20 @@ func (w *deadlineWriter) Flush() {
 }
 
 func (g *Gateway) startHTTP(mux *http.ServeMux) error {
-	srv, err := newServer(g.cfg, mux, g.log)
+	var tc *tls.Config
+	if g.cfg.TLSCert != "" {
+		r, err := newCertReloader(g.cfg.TLSCert, g.cfg.TLSKey, g.log)
+		if err != nil {
+			return err
+		}
+		g.certs, tc = r, r.tlsConfig()
+		if iv := g.cfg.TLSReloadInterval; iv > 0 {
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() { defer close(done); r.poll(iv, stop) }()
+			g.lc.started("HTTPS certificate watcher", 0, func(context.Context) error { close(stop); <-done; return nil })
+		}
+	}
+	srv, err := newServerTLS(g.cfg, mux, g.log, tc)
 	if err != nil {
 		return err
 	}
@@ -164,10 +187,46 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 		return fmt.Errorf("listening on %s: %w", g.cfg.Listen, err)
 	}
 	g.srv, g.ln = srv, ln
+	type listener struct {
+		ln  net.Listener
+		tls bool
+	}
+	lns := []listener{{ln, tc != nil && g.cfg.TLSListen == ""}}
+	if tc != nil && g.cfg.TLSListen != "" {
+		tln, err := net.Listen("tcp", g.cfg.TLSListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("listening on %s (--tls-listen): %w", g.cfg.TLSListen, err)
+		}
+		lns = append(lns, listener{tln, true})
+	}
+	for _, l := range lns {
+		if l.tls {
+			g.tlsLn = l.ln
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(lns))
+	for _, l := range lns {
+		wg.Go(func() {
+			var err error
+			if l.tls {
+				err = srv.ServeTLS(l.ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+			} else {
+				err = srv.Serve(l.ln)
+			}
+			if err = serveErr(err); err != nil {
+				errs <- err
+				_ = srv.Close() // one listener failed: stop serving, as with a single one
+			}
+		})
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := serveErr(srv.Serve(ln)); err != nil {
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
 			g.served <- err
 		}
 		close(g.served)

@@ -2,10 +2,17 @@ package gateway
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/inlet-dev/inlet/internal/kafka"
 )
@@ -53,15 +60,52 @@ type SpoolState struct {
 type kafkaCheck struct {
 	prod     *kafka.Producer
 	interval time.Duration
+	sec      kafka.Security // to describe TLS and SASL failures
+	cert     string         // why the client certificate is not valid now; "" when it is
 	ok       atomic.Bool
 	why      atomic.Pointer[string]
+	// refused is set while the brokers refuse the gateway's TLS or SASL
+	// settings (refusedBy): a misconfiguration, not an outage.
+	refused atomic.Bool
 }
 
-func newKafkaCheck(p *kafka.Producer, interval time.Duration) *kafkaCheck {
-	c := &kafkaCheck{prod: p, interval: interval}
+func newKafkaCheck(p *kafka.Producer, interval time.Duration, sec kafka.Security, cert string) *kafkaCheck {
+	c := &kafkaCheck{prod: p, interval: interval, sec: sec, cert: cert}
 	why := "no metadata request has succeeded yet"
 	c.why.Store(&why)
 	return c
+}
+
+// describe is why err, a failed ping, says Kafka is not reachable, in one
+// line naming the cause (kafka.Security.DescribeConnError), without the
+// leading "kafka: " (Ready adds it).
+func (c *kafkaCheck) describe(err error) string {
+	why := strings.TrimPrefix(c.sec.DescribeConnError(err), "kafka: ")
+	if c.cert != "" {
+		why = c.cert + "; " + why
+	}
+	return why
+}
+
+// refusedBy reports whether err says the brokers refuse this client's
+// TLS or SASL settings, or that they are not the brokers it expects: wrong
+// credentials or mechanism, a broker certificate not signed by the CA
+// given or not for the name dialed, a client certificate refused (a TLS
+// alert from the broker), TLS spoken to a plaintext port. Those do not
+// heal on their own, unlike a broker that is down or restarting.
+func refusedBy(err error) bool {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		recErr    tls.RecordHeaderError
+		alert     tls.AlertError
+		opErr     *net.OpError
+	)
+	return errors.Is(err, kerr.SaslAuthenticationFailed) || errors.Is(err, kerr.UnsupportedSaslMechanism) ||
+		errors.Is(err, kerr.IllegalSaslState) || errors.As(err, &unknownCA) || errors.As(err, &hostErr) ||
+		errors.As(err, &invalid) || errors.As(err, &recErr) || errors.As(err, &alert) ||
+		(errors.As(err, &opErr) && opErr.Op == "remote error")
 }
 
 // run checks until ctx is done.
@@ -83,12 +127,19 @@ func (c *kafkaCheck) run(ctx context.Context, g *Gateway) {
 			return
 		}
 		if err != nil {
-			why := err.Error()
+			why := c.describe(err)
 			c.why.Store(&why)
-			if c.ok.Swap(false) {
-				g.log.Warn("not ready: kafka unreachable", "err", err)
+			refused := refusedBy(err) || c.cert != ""
+			wasRefused := c.refused.Swap(refused)
+			switch {
+			case refused && !wasRefused:
+				g.log.Error("not ready: kafka refuses this gateway's TLS or SASL settings; fix them and restart", "err", why)
+			case c.ok.Load():
+				g.log.Warn("not ready: kafka unreachable", "err", why)
 			}
+			c.ok.Store(false)
 		} else {
+			c.refused.Store(false)
 			if !c.ok.Swap(true) {
 				g.log.Info("ready: kafka answered a metadata request")
 				if first {
@@ -125,8 +176,12 @@ func (g *Gateway) spoolReadyRoom(maxBytes int64) int64 {
 
 // Ready reports whether the gateway takes events now, and why not. With
 // ack=spool that needs a spool that can write and has room, not Kafka: the
-// spool absorbs broker outages. Otherwise Kafka must have answered the last
-// metadata request. A gateway that is shutting down is not ready.
+// spool absorbs broker outages; but not brokers that refuse the gateway's
+// TLS or SASL settings (a wrong password, an unknown CA, a client
+// certificate refused or expired), which no wait mends: then it is not
+// ready, naming the cause, while it still takes events into the spool.
+// Otherwise Kafka must have answered the last metadata request. A gateway
+// that is shutting down is not ready.
 func (g *Gateway) Ready() Readiness {
 	rd := Readiness{Ack: g.cfg.Ack, Kafka: g.kafka.state()}
 	if g.replies != nil {
@@ -152,6 +207,11 @@ func (g *Gateway) Ready() Readiness {
 	case rd.Spool != nil && rd.Spool.MaxBytes-rd.Spool.Bytes < g.spoolReadyRoom(rd.Spool.MaxBytes):
 		rd.Error = "the spool is full"
 	case rd.Spool == nil && rd.Kafka != "ok":
+		rd.Error = "kafka: " + rd.Kafka
+	case g.kafka.refused.Load():
+		// Not an outage the spool rides out: the spool would fill and
+		// never drain. Events are still taken into it; a load balancer
+		// (or a rolling deploy) sees this instance is misconfigured.
 		rd.Error = "kafka: " + rd.Kafka
 	default:
 		rd.Ready = true

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/reply"
@@ -37,7 +39,11 @@ func (g *Gateway) startRPC(brokers []string, mux *http.ServeMux) error {
 			if topic == "" {
 				topic = "inlet.replies." + id
 			}
-			t, err = reply.StartKafka(ctx, brokers, topic, g.router, g.log)
+			var opts []kgo.Opt
+			if opts, err = cfg.Kafka.SecurityOpts(nil); err == nil { // warnings were logged by the events producer
+				t, err = reply.StartKafka(ctx, brokers, topic, g.router, g.log, opts...)
+				err = cfg.Kafka.Security.ConnErr(err)
+			}
 		case ReplyRedis:
 			channel := cfg.ReplyChannel
 			if channel == "" {

@@ -48,10 +48,14 @@ func (p *Producer) CheckLimits(ctx context.Context, topic string, maxEventBytes 
 // then fails alone in the client (MESSAGE_TOO_LARGE, see IsPermanent),
 // where the broker would refuse its whole batch, failing the other records
 // of its partition that happened to share it, other requests' included. It
-// uses a client of its own, closed on return, and blocks for the admin
-// requests, bounded by ctx.
-func BatchLimit(ctx context.Context, brokers []string, topics ...string) (int32, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+// uses a client of its own with sec's TLS and SASL, closed on return, and
+// blocks for the admin requests, bounded by ctx.
+func BatchLimit(ctx context.Context, brokers []string, sec Security, topics ...string) (int32, error) {
+	opts, err := sec.Opts(nil)
+	if err != nil {
+		return 0, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
 		return 0, fmt.Errorf("creating kafka admin client: %w", err)
 	}

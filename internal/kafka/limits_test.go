@@ -70,13 +70,13 @@ func TestBatchLimit(t *testing.T) {
 		{[]string{plain, small}, 8192},
 		{[]string{plain}, 1048588}, // Kafka's default
 	} {
-		got, err := BatchLimit(ctxFor(t, 10*time.Second), brokers, tc.topics...)
+		got, err := BatchLimit(ctxFor(t, 10*time.Second), brokers, Security{}, tc.topics...)
 		if err != nil || got != tc.want {
 			t.Errorf("BatchLimit(%v) = %d, %v; want %d", tc.topics, got, err, tc.want)
 		}
 	}
 
-	limit, err := BatchLimit(ctxFor(t, 10*time.Second), brokers, small)
+	limit, err := BatchLimit(ctxFor(t, 10*time.Second), brokers, Security{}, small)
 	if err != nil {
 		t.Fatal(err)
 	}

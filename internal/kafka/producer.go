@@ -47,6 +47,11 @@ type Config struct {
 	// Security is TLS and SASL to the brokers; the zero value is
 	// plaintext. Its flags are registered by Security.RegisterFlags.
 	Security Security
+	// AllowExpiredCert lets NewProducer (and SecurityOpts) use a client
+	// certificate that has expired or is not valid yet: the brokers then
+	// refuse the connections, which Ping reports. For a gateway that must
+	// start anyway, to take events into its spool.
+	AllowExpiredCert bool
 }
 
 // DefaultConfig returns the documented defaults.
@@ -79,7 +84,17 @@ func (c Config) Validate() error {
 	if c.Linger > time.Minute {
 		return fmt.Errorf("kafka: linger %v is longer than a minute", c.Linger)
 	}
-	return c.Security.Validate()
+	_, err := c.SecurityOpts(nil)
+	return err
+}
+
+// SecurityOpts returns the client options of c.Security (Security.Opts),
+// checking the client certificate's dates unless AllowExpiredCert.
+func (c Config) SecurityOpts(log *slog.Logger) ([]kgo.Opt, error) {
+	if c.AllowExpiredCert {
+		return c.Security.opts(log, time.Time{})
+	}
+	return c.Security.Opts(log)
 }
 
 // Codec returns the batch compression codec named none, gzip, snappy, lz4
@@ -142,7 +157,7 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 		return nil, err
 	}
 	cc, _ := Codec(cfg.Compression)
-	secOpts, err := cfg.Security.Opts(log)
+	secOpts, err := cfg.SecurityOpts(log)
 	if err != nil {
 		return nil, err
 	}

@@ -64,11 +64,12 @@ const watchInterval = time.Second
 
 // StartKafka creates topic if needed and starts consuming it from its end.
 // It returns once the consumer's position is fixed, so no reply produced
-// after it returns can be missed.
-func StartKafka(ctx context.Context, brokers []string, topic string, router *Router, log *slog.Logger) (*KafkaTransport, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.ClientID("inlet-replies"))
+// after it returns can be missed. opts are added to the consumer's client
+// options: the TLS and SASL of kafka.Security.Opts.
+func StartKafka(ctx context.Context, brokers []string, topic string, router *Router, log *slog.Logger, opts ...kgo.Opt) (*KafkaTransport, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.ClientID("inlet-replies")}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("reply: creating kafka consumer: %w", err)
 	}

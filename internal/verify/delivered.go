@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/kafka"
 )
 
 // Delivered reads topic from the beginning and returns how often each id of
@@ -27,21 +28,20 @@ import (
 // until idle.
 //
 // It fails at once if no broker answers. It creates no topic and joins no
-// consumer group.
-func Delivered(ctx context.Context, brokers []string, topic, runPrefix string, want *Ledger, idle time.Duration) (map[string]int, error) {
+// consumer group. sec is TLS and SASL to the brokers.
+func Delivered(ctx context.Context, brokers []string, sec kafka.Security, topic, runPrefix string, want *Ledger, idle time.Duration) (map[string]int, error) {
 	if len(brokers) == 0 || topic == "" {
 		return nil, errors.New("verify: brokers and topic are required")
 	}
 	if idle <= 0 {
 		return nil, errors.New("verify: idle must be positive")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.ClientID("inlet-verify"))
+	cl, err := newClient(brokers, sec, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
-		return nil, fmt.Errorf("verify: creating kafka client: %w", err)
+		return nil, err
 	}
 	defer cl.Close()
-	if err := ping(ctx, cl, brokers); err != nil {
+	if err := ping(ctx, cl, brokers, sec); err != nil {
 		return nil, err
 	}
 
@@ -102,22 +102,36 @@ func Delivered(ctx context.Context, brokers []string, topic, runPrefix string, w
 	return seen, nil
 }
 
-// Ping checks that a broker of brokers answers a metadata request, waiting
-// at most 10 seconds.
-func Ping(ctx context.Context, brokers []string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("inlet-verify"))
+// Ping checks that a broker of brokers answers a metadata request with
+// sec's TLS and SASL, waiting at most 10 seconds. A failure is one line
+// naming the cause (kafka.Security.ConnErr).
+func Ping(ctx context.Context, brokers []string, sec kafka.Security) error {
+	cl, err := newClient(brokers, sec)
 	if err != nil {
-		return fmt.Errorf("verify: creating kafka client: %w", err)
+		return err
 	}
 	defer cl.Close()
-	return ping(ctx, cl, brokers)
+	return ping(ctx, cl, brokers, sec)
 }
 
-func ping(ctx context.Context, cl *kgo.Client, brokers []string) error {
+// newClient is a client of verify's with sec's TLS and SASL and opts.
+func newClient(brokers []string, sec kafka.Security, opts ...kgo.Opt) (*kgo.Client, error) {
+	so, err := sec.Opts(nil)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ClientID("inlet-verify")}, opts...), so...)...)
+	if err != nil {
+		return nil, fmt.Errorf("verify: creating kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+func ping(ctx context.Context, cl *kgo.Client, brokers []string, sec kafka.Security) error {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := cl.Ping(pctx); err != nil {
-		return fmt.Errorf("verify: reaching kafka at %v: %w", brokers, err)
+		return fmt.Errorf("verify: reaching kafka at %v: %w", brokers, sec.ConnErr(err))
 	}
 	return nil
 }

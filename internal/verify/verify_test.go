@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/devbroker"
+	"github.com/inlet-dev/inlet/internal/kafka"
 )
 
 func TestCompare(t *testing.T) {
@@ -368,7 +369,7 @@ func TestDelivered(t *testing.T) {
 	l.Sent("r-0", "r-1", "r-9")
 	l.Acked("r-0", "r-1")
 	start := time.Now()
-	seen, err := Delivered(ctx, brokers, topic, Prefix("r"), l, 10*time.Second)
+	seen, err := Delivered(ctx, brokers, kafka.Security{}, topic, Prefix("r"), l, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +386,7 @@ func TestDelivered(t *testing.T) {
 	l.Sent("r-2")
 	l.Acked("r-2")
 	start = time.Now()
-	seen, err = Delivered(ctx, brokers, topic, Prefix("r"), l, 500*time.Millisecond)
+	seen, err = Delivered(ctx, brokers, kafka.Security{}, topic, Prefix("r"), l, 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +398,7 @@ func TestDelivered(t *testing.T) {
 		t.Errorf("report %+v, want r-2 lost, 1 duplicate, 3 delivered unacknowledged (r-9, r-10, r-11)", r)
 	}
 
-	if _, err := Delivered(ctx, []string{closedAddr(t)}, topic, "r-", l, time.Second); err == nil {
+	if _, err := Delivered(ctx, []string{closedAddr(t)}, kafka.Security{}, topic, "r-", l, time.Second); err == nil {
 		t.Error("Delivered from a broker that does not exist: no error")
 	}
 }

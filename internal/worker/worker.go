@@ -75,6 +75,8 @@ type Config struct {
 	Log *slog.Logger
 	// Metrics are updated by the worker; default: new, unregistered.
 	Metrics *Metrics
+	// Security is TLS and SASL to the brokers.
+	Security kafka.Security
 }
 
 // Defaults.
@@ -88,6 +90,9 @@ const (
 	// resetLookback is how far back a partition without a committed offset
 	// is read from: the longest a caller may wait (--rpc-max-timeout).
 	resetLookback = time.Minute
+	// pingTimeout bounds the first metadata request: Kafka unreachable,
+	// or refusing the worker's TLS or SASL settings, fails Run.
+	pingTimeout = 10 * time.Second
 )
 
 func (c Config) withDefaults() Config {
@@ -137,6 +142,9 @@ func (c Config) Validate() error {
 	if _, err := kafka.Codec(c.ReplyCompression); err != nil {
 		return fmt.Errorf("worker: reply compression: %w", err)
 	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
 	return nil
 }
 
@@ -179,7 +187,11 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	w := &worker{cfg: cfg, h: h, log: cfg.Log, m: cfg.Metrics, slots: make(chan struct{}, cfg.Concurrency),
 		purgeq: make(chan string, purgeQueue), stopPurge: make(chan struct{}), purged: make(chan struct{})}
 	codec, _ := kafka.Codec(cfg.ReplyCompression) // "" is none
-	cl, err := kgo.NewClient(
+	sec, err := cfg.Security.Opts(cfg.Log)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("inlet-worker"),
 		kgo.ConsumerGroup(cfg.Group),
@@ -198,14 +210,17 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordDeliveryTimeout(replyDeliveryTimeout),
 		kgo.WithLogger(kafka.Logger(cfg.Log)),
-	)
+	}, sec...)...)
 	if err != nil {
 		return fmt.Errorf("creating kafka client: %w", err)
 	}
 	w.cl = cl
-	if err := cl.Ping(ctx); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	err = cl.Ping(pctx)
+	cancel()
+	if err != nil {
 		cl.Close()
-		return fmt.Errorf("pinging kafka: %w", err)
+		return fmt.Errorf("worker: reaching kafka at %v: %w", cfg.Brokers, cfg.Security.ConnErr(err))
 	}
 	if cfg.RedisAddr != "" {
 		w.rdb = redis.NewClient(&redis.Options{Addr: cfg.RedisAddr})
