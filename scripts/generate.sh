@@ -23,3 +23,5 @@ protoc -I api \
 for f in api/inf/data.thrift api/catalog/v1/catalog.thrift; do
 	thrift --gen go:package_prefix=$mod/api/gen/thrift/,skip_remote -out "$out/api/gen/thrift" "$f"
 done
+# thrift's Go output is not gofmt-clean; make it so, like everything else.
+gofmt -w "$out/api/gen/thrift"

@@ -2,5 +2,4 @@
 
 package catalogv1
 
-var GoUnusedProtection__ int;
-
+var GoUnusedProtection__ int

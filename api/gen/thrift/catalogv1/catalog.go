@@ -8,8 +8,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"time"
 	thrift "github.com/apache/thrift/lib/go/thrift"
+	"time"
 )
 
 // (needed to ensure safety because of naive import list construction.)
@@ -21,3491 +21,3852 @@ var _ = time.Now
 var _ = bytes.Equal
 
 type Status int64
+
 const (
-  Status_PLANNED Status = 1
-  Status_OBSERVED Status = 2
-  Status_BLOCKED Status = 3
+	Status_PLANNED  Status = 1
+	Status_OBSERVED Status = 2
+	Status_BLOCKED  Status = 3
 )
 
 func (p Status) String() string {
-  switch p {
-  case Status_PLANNED: return "PLANNED"
-  case Status_OBSERVED: return "OBSERVED"
-  case Status_BLOCKED: return "BLOCKED"
-  }
-  return "<UNSET>"
+	switch p {
+	case Status_PLANNED:
+		return "PLANNED"
+	case Status_OBSERVED:
+		return "OBSERVED"
+	case Status_BLOCKED:
+		return "BLOCKED"
+	}
+	return "<UNSET>"
 }
 
 func StatusFromString(s string) (Status, error) {
-  switch s {
-  case "PLANNED": return Status_PLANNED, nil 
-  case "OBSERVED": return Status_OBSERVED, nil 
-  case "BLOCKED": return Status_BLOCKED, nil 
-  }
-  return Status(0), fmt.Errorf("not a valid Status string")
+	switch s {
+	case "PLANNED":
+		return Status_PLANNED, nil
+	case "OBSERVED":
+		return Status_OBSERVED, nil
+	case "BLOCKED":
+		return Status_BLOCKED, nil
+	}
+	return Status(0), fmt.Errorf("not a valid Status string")
 }
-
 
 func StatusPtr(v Status) *Status { return &v }
 
 func (p Status) MarshalText() ([]byte, error) {
-return []byte(p.String()), nil
+	return []byte(p.String()), nil
 }
 
 func (p *Status) UnmarshalText(text []byte) error {
-q, err := StatusFromString(string(text))
-if (err != nil) {
-return err
-}
-*p = q
-return nil
+	q, err := StatusFromString(string(text))
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
 }
 
 func (p *Status) Scan(value interface{}) error {
-v, ok := value.(int64)
-if !ok {
-return errors.New("Scan value is not int64")
-}
-*p = Status(v)
-return nil
+	v, ok := value.(int64)
+	if !ok {
+		return errors.New("Scan value is not int64")
+	}
+	*p = Status(v)
+	return nil
 }
 
-func (p * Status) Value() (driver.Value, error) {
-  if p == nil {
-    return nil, nil
-  }
-return int64(*p), nil
+func (p *Status) Value() (driver.Value, error) {
+	if p == nil {
+		return nil, nil
+	}
+	return int64(*p), nil
 }
+
 type ErrorCode int64
+
 const (
-  ErrorCode_INVALID_ARGUMENT ErrorCode = 3
-  ErrorCode_NOT_FOUND ErrorCode = 5
-  ErrorCode_PERMISSION_DENIED ErrorCode = 7
-  ErrorCode_RESOURCE_EXHAUSTED ErrorCode = 8
-  ErrorCode_UNAVAILABLE ErrorCode = 14
-  ErrorCode_UNAUTHENTICATED ErrorCode = 16
+	ErrorCode_INVALID_ARGUMENT   ErrorCode = 3
+	ErrorCode_NOT_FOUND          ErrorCode = 5
+	ErrorCode_PERMISSION_DENIED  ErrorCode = 7
+	ErrorCode_RESOURCE_EXHAUSTED ErrorCode = 8
+	ErrorCode_UNAVAILABLE        ErrorCode = 14
+	ErrorCode_UNAUTHENTICATED    ErrorCode = 16
 )
 
 func (p ErrorCode) String() string {
-  switch p {
-  case ErrorCode_INVALID_ARGUMENT: return "INVALID_ARGUMENT"
-  case ErrorCode_NOT_FOUND: return "NOT_FOUND"
-  case ErrorCode_PERMISSION_DENIED: return "PERMISSION_DENIED"
-  case ErrorCode_RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED"
-  case ErrorCode_UNAVAILABLE: return "UNAVAILABLE"
-  case ErrorCode_UNAUTHENTICATED: return "UNAUTHENTICATED"
-  }
-  return "<UNSET>"
+	switch p {
+	case ErrorCode_INVALID_ARGUMENT:
+		return "INVALID_ARGUMENT"
+	case ErrorCode_NOT_FOUND:
+		return "NOT_FOUND"
+	case ErrorCode_PERMISSION_DENIED:
+		return "PERMISSION_DENIED"
+	case ErrorCode_RESOURCE_EXHAUSTED:
+		return "RESOURCE_EXHAUSTED"
+	case ErrorCode_UNAVAILABLE:
+		return "UNAVAILABLE"
+	case ErrorCode_UNAUTHENTICATED:
+		return "UNAUTHENTICATED"
+	}
+	return "<UNSET>"
 }
 
 func ErrorCodeFromString(s string) (ErrorCode, error) {
-  switch s {
-  case "INVALID_ARGUMENT": return ErrorCode_INVALID_ARGUMENT, nil 
-  case "NOT_FOUND": return ErrorCode_NOT_FOUND, nil 
-  case "PERMISSION_DENIED": return ErrorCode_PERMISSION_DENIED, nil 
-  case "RESOURCE_EXHAUSTED": return ErrorCode_RESOURCE_EXHAUSTED, nil 
-  case "UNAVAILABLE": return ErrorCode_UNAVAILABLE, nil 
-  case "UNAUTHENTICATED": return ErrorCode_UNAUTHENTICATED, nil 
-  }
-  return ErrorCode(0), fmt.Errorf("not a valid ErrorCode string")
+	switch s {
+	case "INVALID_ARGUMENT":
+		return ErrorCode_INVALID_ARGUMENT, nil
+	case "NOT_FOUND":
+		return ErrorCode_NOT_FOUND, nil
+	case "PERMISSION_DENIED":
+		return ErrorCode_PERMISSION_DENIED, nil
+	case "RESOURCE_EXHAUSTED":
+		return ErrorCode_RESOURCE_EXHAUSTED, nil
+	case "UNAVAILABLE":
+		return ErrorCode_UNAVAILABLE, nil
+	case "UNAUTHENTICATED":
+		return ErrorCode_UNAUTHENTICATED, nil
+	}
+	return ErrorCode(0), fmt.Errorf("not a valid ErrorCode string")
 }
-
 
 func ErrorCodePtr(v ErrorCode) *ErrorCode { return &v }
 
 func (p ErrorCode) MarshalText() ([]byte, error) {
-return []byte(p.String()), nil
+	return []byte(p.String()), nil
 }
 
 func (p *ErrorCode) UnmarshalText(text []byte) error {
-q, err := ErrorCodeFromString(string(text))
-if (err != nil) {
-return err
-}
-*p = q
-return nil
+	q, err := ErrorCodeFromString(string(text))
+	if err != nil {
+		return err
+	}
+	*p = q
+	return nil
 }
 
 func (p *ErrorCode) Scan(value interface{}) error {
-v, ok := value.(int64)
-if !ok {
-return errors.New("Scan value is not int64")
-}
-*p = ErrorCode(v)
-return nil
+	v, ok := value.(int64)
+	if !ok {
+		return errors.New("Scan value is not int64")
+	}
+	*p = ErrorCode(v)
+	return nil
 }
 
-func (p * ErrorCode) Value() (driver.Value, error) {
-  if p == nil {
-    return nil, nil
-  }
-return int64(*p), nil
+func (p *ErrorCode) Value() (driver.Value, error) {
+	if p == nil {
+		return nil, nil
+	}
+	return int64(*p), nil
 }
+
 // Attributes:
-//  - ClientId
-//  - Token
+//   - ClientId
+//   - Token
 type Credentials struct {
-  ClientId string `thrift:"clientId,1" db:"clientId" json:"clientId"`
-  Token string `thrift:"token,2" db:"token" json:"token"`
+	ClientId string `thrift:"clientId,1" db:"clientId" json:"clientId"`
+	Token    string `thrift:"token,2" db:"token" json:"token"`
 }
 
 func NewCredentials() *Credentials {
-  return &Credentials{}
+	return &Credentials{}
 }
 
-
 func (p *Credentials) GetClientId() string {
-  return p.ClientId
+	return p.ClientId
 }
 
 func (p *Credentials) GetToken() string {
-  return p.Token
+	return p.Token
 }
 func (p *Credentials) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *Credentials)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 1: ", err)
-} else {
-  p.ClientId = v
-}
-  return nil
+func (p *Credentials) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.ClientId = v
+	}
+	return nil
 }
 
-func (p *Credentials)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.Token = v
-}
-  return nil
+func (p *Credentials) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Token = v
+	}
+	return nil
 }
 
 func (p *Credentials) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "Credentials"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "Credentials"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *Credentials) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "clientId", thrift.STRING, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:clientId: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.ClientId)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.clientId (1) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:clientId: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "clientId", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:clientId: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.ClientId)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.clientId (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:clientId: ", p), err)
+	}
+	return err
 }
 
 func (p *Credentials) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:token: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.token (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:token: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:token: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.token (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:token: ", p), err)
+	}
+	return err
 }
 
 func (p *Credentials) Equals(other *Credentials) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if p.ClientId != other.ClientId { return false }
-  if p.Token != other.Token { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.ClientId != other.ClientId {
+		return false
+	}
+	if p.Token != other.Token {
+		return false
+	}
+	return true
 }
 
 func (p *Credentials) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("Credentials(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("Credentials(%+v)", *p)
 }
 
 // Attributes:
-//  - Token
-//  - ExpiresUnixMs
+//   - Token
+//   - ExpiresUnixMs
 type Session struct {
-  Token string `thrift:"token,1,required" db:"token" json:"token"`
-  ExpiresUnixMs int64 `thrift:"expiresUnixMs,2,required" db:"expiresUnixMs" json:"expiresUnixMs"`
+	Token         string `thrift:"token,1,required" db:"token" json:"token"`
+	ExpiresUnixMs int64  `thrift:"expiresUnixMs,2,required" db:"expiresUnixMs" json:"expiresUnixMs"`
 }
 
 func NewSession() *Session {
-  return &Session{}
+	return &Session{}
 }
 
-
 func (p *Session) GetToken() string {
-  return p.Token
+	return p.Token
 }
 
 func (p *Session) GetExpiresUnixMs() int64 {
-  return p.ExpiresUnixMs
+	return p.ExpiresUnixMs
 }
 func (p *Session) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-  var issetToken bool = false;
-  var issetExpiresUnixMs bool = false;
+	var issetToken bool = false
+	var issetExpiresUnixMs bool = false
 
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-        issetToken = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.I64 {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-        issetExpiresUnixMs = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  if !issetToken{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Token is not set"));
-  }
-  if !issetExpiresUnixMs{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field ExpiresUnixMs is not set"));
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetToken = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetExpiresUnixMs = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetToken {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Token is not set"))
+	}
+	if !issetExpiresUnixMs {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field ExpiresUnixMs is not set"))
+	}
+	return nil
 }
 
-func (p *Session)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 1: ", err)
-} else {
-  p.Token = v
-}
-  return nil
+func (p *Session) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Token = v
+	}
+	return nil
 }
 
-func (p *Session)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadI64(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.ExpiresUnixMs = v
-}
-  return nil
+func (p *Session) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.ExpiresUnixMs = v
+	}
+	return nil
 }
 
 func (p *Session) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "Session"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "Session"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *Session) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+	}
+	return err
 }
 
 func (p *Session) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "expiresUnixMs", thrift.I64, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:expiresUnixMs: ", p), err) }
-  if err := oprot.WriteI64(ctx, int64(p.ExpiresUnixMs)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.expiresUnixMs (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:expiresUnixMs: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "expiresUnixMs", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:expiresUnixMs: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.ExpiresUnixMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.expiresUnixMs (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:expiresUnixMs: ", p), err)
+	}
+	return err
 }
 
 func (p *Session) Equals(other *Session) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if p.Token != other.Token { return false }
-  if p.ExpiresUnixMs != other.ExpiresUnixMs { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Token != other.Token {
+		return false
+	}
+	if p.ExpiresUnixMs != other.ExpiresUnixMs {
+		return false
+	}
+	return true
 }
 
 func (p *Session) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("Session(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("Session(%+v)", *p)
 }
 
 // Attributes:
-//  - Group
-//  - Name
-//  - Code
-//  - DisplayName
-//  - Schema
-//  - Status
-//  - CreatedUnixMs
-//  - UpdatedUnixMs
+//   - Group
+//   - Name
+//   - Code
+//   - DisplayName
+//   - Schema
+//   - Status
+//   - CreatedUnixMs
+//   - UpdatedUnixMs
 type Entry struct {
-  Group string `thrift:"group,1,required" db:"group" json:"group"`
-  Name string `thrift:"name,2,required" db:"name" json:"name"`
-  Code int64 `thrift:"code,3,required" db:"code" json:"code"`
-  DisplayName string `thrift:"displayName,4" db:"displayName" json:"displayName"`
-  Schema string `thrift:"schema,5" db:"schema" json:"schema"`
-  Status Status `thrift:"status,6" db:"status" json:"status"`
-  CreatedUnixMs int64 `thrift:"createdUnixMs,7" db:"createdUnixMs" json:"createdUnixMs"`
-  UpdatedUnixMs int64 `thrift:"updatedUnixMs,8" db:"updatedUnixMs" json:"updatedUnixMs"`
+	Group         string `thrift:"group,1,required" db:"group" json:"group"`
+	Name          string `thrift:"name,2,required" db:"name" json:"name"`
+	Code          int64  `thrift:"code,3,required" db:"code" json:"code"`
+	DisplayName   string `thrift:"displayName,4" db:"displayName" json:"displayName"`
+	Schema        string `thrift:"schema,5" db:"schema" json:"schema"`
+	Status        Status `thrift:"status,6" db:"status" json:"status"`
+	CreatedUnixMs int64  `thrift:"createdUnixMs,7" db:"createdUnixMs" json:"createdUnixMs"`
+	UpdatedUnixMs int64  `thrift:"updatedUnixMs,8" db:"updatedUnixMs" json:"updatedUnixMs"`
 }
 
 func NewEntry() *Entry {
-  return &Entry{}
+	return &Entry{}
 }
 
-
 func (p *Entry) GetGroup() string {
-  return p.Group
+	return p.Group
 }
 
 func (p *Entry) GetName() string {
-  return p.Name
+	return p.Name
 }
 
 func (p *Entry) GetCode() int64 {
-  return p.Code
+	return p.Code
 }
 
 func (p *Entry) GetDisplayName() string {
-  return p.DisplayName
+	return p.DisplayName
 }
 
 func (p *Entry) GetSchema() string {
-  return p.Schema
+	return p.Schema
 }
 
 func (p *Entry) GetStatus() Status {
-  return p.Status
+	return p.Status
 }
 
 func (p *Entry) GetCreatedUnixMs() int64 {
-  return p.CreatedUnixMs
+	return p.CreatedUnixMs
 }
 
 func (p *Entry) GetUpdatedUnixMs() int64 {
-  return p.UpdatedUnixMs
+	return p.UpdatedUnixMs
 }
 func (p *Entry) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-  var issetGroup bool = false;
-  var issetName bool = false;
-  var issetCode bool = false;
+	var issetGroup bool = false
+	var issetName bool = false
+	var issetCode bool = false
 
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-        issetGroup = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-        issetName = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 3:
-      if fieldTypeId == thrift.I64 {
-        if err := p.ReadField3(ctx, iprot); err != nil {
-          return err
-        }
-        issetCode = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 4:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField4(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 5:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField5(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 6:
-      if fieldTypeId == thrift.I32 {
-        if err := p.ReadField6(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 7:
-      if fieldTypeId == thrift.I64 {
-        if err := p.ReadField7(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 8:
-      if fieldTypeId == thrift.I64 {
-        if err := p.ReadField8(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  if !issetGroup{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Group is not set"));
-  }
-  if !issetName{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Name is not set"));
-  }
-  if !issetCode{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Code is not set"));
-  }
-  return nil
-}
-
-func (p *Entry)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 1: ", err)
-} else {
-  p.Group = v
-}
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetGroup = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetName = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetCode = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 8:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetGroup {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Group is not set"))
+	}
+	if !issetName {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Name is not set"))
+	}
+	if !issetCode {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Code is not set"))
+	}
+	return nil
 }
 
-func (p *Entry)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.Name = v
-}
-  return nil
-}
-
-func (p *Entry)  ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadI64(ctx); err != nil {
-  return thrift.PrependError("error reading field 3: ", err)
-} else {
-  p.Code = v
-}
-  return nil
+func (p *Entry) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Group = v
+	}
+	return nil
 }
 
-func (p *Entry)  ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 4: ", err)
-} else {
-  p.DisplayName = v
-}
-  return nil
-}
-
-func (p *Entry)  ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 5: ", err)
-} else {
-  p.Schema = v
-}
-  return nil
+func (p *Entry) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Name = v
+	}
+	return nil
 }
 
-func (p *Entry)  ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadI32(ctx); err != nil {
-  return thrift.PrependError("error reading field 6: ", err)
-} else {
-  temp := Status(v)
-  p.Status = temp
-}
-  return nil
-}
-
-func (p *Entry)  ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadI64(ctx); err != nil {
-  return thrift.PrependError("error reading field 7: ", err)
-} else {
-  p.CreatedUnixMs = v
-}
-  return nil
+func (p *Entry) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Code = v
+	}
+	return nil
 }
 
-func (p *Entry)  ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadI64(ctx); err != nil {
-  return thrift.PrependError("error reading field 8: ", err)
-} else {
-  p.UpdatedUnixMs = v
+func (p *Entry) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.DisplayName = v
+	}
+	return nil
 }
-  return nil
+
+func (p *Entry) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Schema = v
+	}
+	return nil
+}
+
+func (p *Entry) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		temp := Status(v)
+		p.Status = temp
+	}
+	return nil
+}
+
+func (p *Entry) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.CreatedUnixMs = v
+	}
+	return nil
+}
+
+func (p *Entry) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 8: ", err)
+	} else {
+		p.UpdatedUnixMs = v
+	}
+	return nil
 }
 
 func (p *Entry) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "Entry"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-    if err := p.writeField3(ctx, oprot); err != nil { return err }
-    if err := p.writeField4(ctx, oprot); err != nil { return err }
-    if err := p.writeField5(ctx, oprot); err != nil { return err }
-    if err := p.writeField6(ctx, oprot); err != nil { return err }
-    if err := p.writeField7(ctx, oprot); err != nil { return err }
-    if err := p.writeField8(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "Entry"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *Entry) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:group: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.group (1) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:group: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:group: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.group (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:group: ", p), err)
+	}
+	return err
 }
 
 func (p *Entry) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:name: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.name (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:name: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:name: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.name (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:name: ", p), err)
+	}
+	return err
 }
 
 func (p *Entry) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "code", thrift.I64, 3); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:code: ", p), err) }
-  if err := oprot.WriteI64(ctx, int64(p.Code)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.code (3) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 3:code: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "code", thrift.I64, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:code: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Code)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.code (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:code: ", p), err)
+	}
+	return err
 }
 
 func (p *Entry) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "displayName", thrift.STRING, 4); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:displayName: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.DisplayName)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.displayName (4) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 4:displayName: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "displayName", thrift.STRING, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:displayName: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.DisplayName)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.displayName (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:displayName: ", p), err)
+	}
+	return err
 }
 
 func (p *Entry) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "schema", thrift.STRING, 5); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:schema: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Schema)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.schema (5) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 5:schema: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "schema", thrift.STRING, 5); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:schema: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Schema)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.schema (5) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 5:schema: ", p), err)
+	}
+	return err
 }
 
 func (p *Entry) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "status", thrift.I32, 6); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:status: ", p), err) }
-  if err := oprot.WriteI32(ctx, int32(p.Status)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.status (6) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 6:status: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "status", thrift.I32, 6); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:status: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Status)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.status (6) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 6:status: ", p), err)
+	}
+	return err
 }
 
 func (p *Entry) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "createdUnixMs", thrift.I64, 7); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:createdUnixMs: ", p), err) }
-  if err := oprot.WriteI64(ctx, int64(p.CreatedUnixMs)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.createdUnixMs (7) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 7:createdUnixMs: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "createdUnixMs", thrift.I64, 7); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:createdUnixMs: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.CreatedUnixMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.createdUnixMs (7) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 7:createdUnixMs: ", p), err)
+	}
+	return err
 }
 
 func (p *Entry) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "updatedUnixMs", thrift.I64, 8); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:updatedUnixMs: ", p), err) }
-  if err := oprot.WriteI64(ctx, int64(p.UpdatedUnixMs)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.updatedUnixMs (8) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 8:updatedUnixMs: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "updatedUnixMs", thrift.I64, 8); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:updatedUnixMs: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.UpdatedUnixMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.updatedUnixMs (8) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 8:updatedUnixMs: ", p), err)
+	}
+	return err
 }
 
 func (p *Entry) Equals(other *Entry) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if p.Group != other.Group { return false }
-  if p.Name != other.Name { return false }
-  if p.Code != other.Code { return false }
-  if p.DisplayName != other.DisplayName { return false }
-  if p.Schema != other.Schema { return false }
-  if p.Status != other.Status { return false }
-  if p.CreatedUnixMs != other.CreatedUnixMs { return false }
-  if p.UpdatedUnixMs != other.UpdatedUnixMs { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Group != other.Group {
+		return false
+	}
+	if p.Name != other.Name {
+		return false
+	}
+	if p.Code != other.Code {
+		return false
+	}
+	if p.DisplayName != other.DisplayName {
+		return false
+	}
+	if p.Schema != other.Schema {
+		return false
+	}
+	if p.Status != other.Status {
+		return false
+	}
+	if p.CreatedUnixMs != other.CreatedUnixMs {
+		return false
+	}
+	if p.UpdatedUnixMs != other.UpdatedUnixMs {
+		return false
+	}
+	return true
 }
 
 func (p *Entry) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("Entry(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("Entry(%+v)", *p)
 }
 
 // Attributes:
-//  - Code
-//  - Message
+//   - Code
+//   - Message
 type CatalogError struct {
-  Code ErrorCode `thrift:"code,1,required" db:"code" json:"code"`
-  Message string `thrift:"message,2,required" db:"message" json:"message"`
+	Code    ErrorCode `thrift:"code,1,required" db:"code" json:"code"`
+	Message string    `thrift:"message,2,required" db:"message" json:"message"`
 }
 
 func NewCatalogError() *CatalogError {
-  return &CatalogError{}
+	return &CatalogError{}
 }
 
-
 func (p *CatalogError) GetCode() ErrorCode {
-  return p.Code
+	return p.Code
 }
 
 func (p *CatalogError) GetMessage() string {
-  return p.Message
+	return p.Message
 }
 func (p *CatalogError) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-  var issetCode bool = false;
-  var issetMessage bool = false;
+	var issetCode bool = false
+	var issetMessage bool = false
 
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.I32 {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-        issetCode = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-        issetMessage = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  if !issetCode{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Code is not set"));
-  }
-  if !issetMessage{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Message is not set"));
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetCode = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetMessage = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetCode {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Code is not set"))
+	}
+	if !issetMessage {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Message is not set"))
+	}
+	return nil
 }
 
-func (p *CatalogError)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadI32(ctx); err != nil {
-  return thrift.PrependError("error reading field 1: ", err)
-} else {
-  temp := ErrorCode(v)
-  p.Code = temp
-}
-  return nil
+func (p *CatalogError) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		temp := ErrorCode(v)
+		p.Code = temp
+	}
+	return nil
 }
 
-func (p *CatalogError)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.Message = v
-}
-  return nil
+func (p *CatalogError) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Message = v
+	}
+	return nil
 }
 
 func (p *CatalogError) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "CatalogError"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "CatalogError"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *CatalogError) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "code", thrift.I32, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:code: ", p), err) }
-  if err := oprot.WriteI32(ctx, int32(p.Code)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.code (1) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:code: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "code", thrift.I32, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:code: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Code)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.code (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:code: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogError) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "message", thrift.STRING, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:message: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Message)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.message (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:message: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "message", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:message: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Message)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.message (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:message: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogError) Equals(other *CatalogError) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if p.Code != other.Code { return false }
-  if p.Message != other.Message { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Code != other.Code {
+		return false
+	}
+	if p.Message != other.Message {
+		return false
+	}
+	return true
 }
 
 func (p *CatalogError) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("CatalogError(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CatalogError(%+v)", *p)
 }
 
 func (p *CatalogError) Error() string {
-  return p.String()
+	return p.String()
 }
 
 func (CatalogError) TExceptionType() thrift.TExceptionType {
-  return thrift.TExceptionTypeCompiled
+	return thrift.TExceptionTypeCompiled
 }
 
 var _ thrift.TException = (*CatalogError)(nil)
 
 // Attributes:
-//  - Session
-//  - Entry
+//   - Session
+//   - Entry
 type EntryResult_ struct {
-  Session *Session `thrift:"session,1,required" db:"session" json:"session"`
-  Entry *Entry `thrift:"entry,2,required" db:"entry" json:"entry"`
+	Session *Session `thrift:"session,1,required" db:"session" json:"session"`
+	Entry   *Entry   `thrift:"entry,2,required" db:"entry" json:"entry"`
 }
 
 func NewEntryResult_() *EntryResult_ {
-  return &EntryResult_{}
+	return &EntryResult_{}
 }
 
 var EntryResult__Session_DEFAULT *Session
+
 func (p *EntryResult_) GetSession() *Session {
-  if !p.IsSetSession() {
-    return EntryResult__Session_DEFAULT
-  }
-return p.Session
+	if !p.IsSetSession() {
+		return EntryResult__Session_DEFAULT
+	}
+	return p.Session
 }
+
 var EntryResult__Entry_DEFAULT *Entry
+
 func (p *EntryResult_) GetEntry() *Entry {
-  if !p.IsSetEntry() {
-    return EntryResult__Entry_DEFAULT
-  }
-return p.Entry
+	if !p.IsSetEntry() {
+		return EntryResult__Entry_DEFAULT
+	}
+	return p.Entry
 }
 func (p *EntryResult_) IsSetSession() bool {
-  return p.Session != nil
+	return p.Session != nil
 }
 
 func (p *EntryResult_) IsSetEntry() bool {
-  return p.Entry != nil
+	return p.Entry != nil
 }
 
 func (p *EntryResult_) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-  var issetSession bool = false;
-  var issetEntry bool = false;
+	var issetSession bool = false
+	var issetEntry bool = false
 
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-        issetSession = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-        issetEntry = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  if !issetSession{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Session is not set"));
-  }
-  if !issetEntry{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Entry is not set"));
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetSession = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetEntry = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetSession {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Session is not set"))
+	}
+	if !issetEntry {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Entry is not set"))
+	}
+	return nil
 }
 
-func (p *EntryResult_)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Session = &Session{}
-  if err := p.Session.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Session), err)
-  }
-  return nil
+func (p *EntryResult_) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Session = &Session{}
+	if err := p.Session.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Session), err)
+	}
+	return nil
 }
 
-func (p *EntryResult_)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Entry = &Entry{}
-  if err := p.Entry.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Entry), err)
-  }
-  return nil
+func (p *EntryResult_) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Entry = &Entry{}
+	if err := p.Entry.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Entry), err)
+	}
+	return nil
 }
 
 func (p *EntryResult_) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "EntryResult"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "EntryResult"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *EntryResult_) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "session", thrift.STRUCT, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:session: ", p), err) }
-  if err := p.Session.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Session), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:session: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "session", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:session: ", p), err)
+	}
+	if err := p.Session.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Session), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:session: ", p), err)
+	}
+	return err
 }
 
 func (p *EntryResult_) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "entry", thrift.STRUCT, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:entry: ", p), err) }
-  if err := p.Entry.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Entry), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:entry: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "entry", thrift.STRUCT, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:entry: ", p), err)
+	}
+	if err := p.Entry.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Entry), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:entry: ", p), err)
+	}
+	return err
 }
 
 func (p *EntryResult_) Equals(other *EntryResult_) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if !p.Session.Equals(other.Session) { return false }
-  if !p.Entry.Equals(other.Entry) { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Session.Equals(other.Session) {
+		return false
+	}
+	if !p.Entry.Equals(other.Entry) {
+		return false
+	}
+	return true
 }
 
 func (p *EntryResult_) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("EntryResult_(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("EntryResult_(%+v)", *p)
 }
 
 // Attributes:
-//  - Session
-//  - Entries
-//  - NextPageToken
+//   - Session
+//   - Entries
+//   - NextPageToken
 type ListResult_ struct {
-  Session *Session `thrift:"session,1,required" db:"session" json:"session"`
-  Entries []*Entry `thrift:"entries,2,required" db:"entries" json:"entries"`
-  NextPageToken string `thrift:"nextPageToken,3,required" db:"nextPageToken" json:"nextPageToken"`
+	Session       *Session `thrift:"session,1,required" db:"session" json:"session"`
+	Entries       []*Entry `thrift:"entries,2,required" db:"entries" json:"entries"`
+	NextPageToken string   `thrift:"nextPageToken,3,required" db:"nextPageToken" json:"nextPageToken"`
 }
 
 func NewListResult_() *ListResult_ {
-  return &ListResult_{}
+	return &ListResult_{}
 }
 
 var ListResult__Session_DEFAULT *Session
+
 func (p *ListResult_) GetSession() *Session {
-  if !p.IsSetSession() {
-    return ListResult__Session_DEFAULT
-  }
-return p.Session
+	if !p.IsSetSession() {
+		return ListResult__Session_DEFAULT
+	}
+	return p.Session
 }
 
 func (p *ListResult_) GetEntries() []*Entry {
-  return p.Entries
+	return p.Entries
 }
 
 func (p *ListResult_) GetNextPageToken() string {
-  return p.NextPageToken
+	return p.NextPageToken
 }
 func (p *ListResult_) IsSetSession() bool {
-  return p.Session != nil
+	return p.Session != nil
 }
 
 func (p *ListResult_) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-  var issetSession bool = false;
-  var issetEntries bool = false;
-  var issetNextPageToken bool = false;
+	var issetSession bool = false
+	var issetEntries bool = false
+	var issetNextPageToken bool = false
 
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-        issetSession = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.LIST {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-        issetEntries = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 3:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField3(ctx, iprot); err != nil {
-          return err
-        }
-        issetNextPageToken = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  if !issetSession{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Session is not set"));
-  }
-  if !issetEntries{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Entries is not set"));
-  }
-  if !issetNextPageToken{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NextPageToken is not set"));
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetSession = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetEntries = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetNextPageToken = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetSession {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Session is not set"))
+	}
+	if !issetEntries {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Entries is not set"))
+	}
+	if !issetNextPageToken {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field NextPageToken is not set"))
+	}
+	return nil
 }
 
-func (p *ListResult_)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Session = &Session{}
-  if err := p.Session.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Session), err)
-  }
-  return nil
+func (p *ListResult_) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Session = &Session{}
+	if err := p.Session.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Session), err)
+	}
+	return nil
 }
 
-func (p *ListResult_)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  _, size, err := iprot.ReadListBegin(ctx)
-  if err != nil {
-    return thrift.PrependError("error reading list begin: ", err)
-  }
-  tSlice := make([]*Entry, 0, size)
-  p.Entries =  tSlice
-  for i := 0; i < size; i ++ {
-    _elem0 := &Entry{}
-    if err := _elem0.Read(ctx, iprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem0), err)
-    }
-    p.Entries = append(p.Entries, _elem0)
-  }
-  if err := iprot.ReadListEnd(ctx); err != nil {
-    return thrift.PrependError("error reading list end: ", err)
-  }
-  return nil
+func (p *ListResult_) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*Entry, 0, size)
+	p.Entries = tSlice
+	for i := 0; i < size; i++ {
+		_elem0 := &Entry{}
+		if err := _elem0.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem0), err)
+		}
+		p.Entries = append(p.Entries, _elem0)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
 }
 
-func (p *ListResult_)  ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 3: ", err)
-} else {
-  p.NextPageToken = v
-}
-  return nil
+func (p *ListResult_) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.NextPageToken = v
+	}
+	return nil
 }
 
 func (p *ListResult_) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "ListResult"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-    if err := p.writeField3(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "ListResult"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *ListResult_) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "session", thrift.STRUCT, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:session: ", p), err) }
-  if err := p.Session.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Session), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:session: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "session", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:session: ", p), err)
+	}
+	if err := p.Session.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Session), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:session: ", p), err)
+	}
+	return err
 }
 
 func (p *ListResult_) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "entries", thrift.LIST, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:entries: ", p), err) }
-  if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Entries)); err != nil {
-    return thrift.PrependError("error writing list begin: ", err)
-  }
-  for _, v := range p.Entries {
-    if err := v.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
-    }
-  }
-  if err := oprot.WriteListEnd(ctx); err != nil {
-    return thrift.PrependError("error writing list end: ", err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:entries: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "entries", thrift.LIST, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:entries: ", p), err)
+	}
+	if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Entries)); err != nil {
+		return thrift.PrependError("error writing list begin: ", err)
+	}
+	for _, v := range p.Entries {
+		if err := v.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+		}
+	}
+	if err := oprot.WriteListEnd(ctx); err != nil {
+		return thrift.PrependError("error writing list end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:entries: ", p), err)
+	}
+	return err
 }
 
 func (p *ListResult_) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "nextPageToken", thrift.STRING, 3); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:nextPageToken: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.NextPageToken)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.nextPageToken (3) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 3:nextPageToken: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "nextPageToken", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:nextPageToken: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.NextPageToken)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.nextPageToken (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:nextPageToken: ", p), err)
+	}
+	return err
 }
 
 func (p *ListResult_) Equals(other *ListResult_) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if !p.Session.Equals(other.Session) { return false }
-  if len(p.Entries) != len(other.Entries) { return false }
-  for i, _tgt := range p.Entries {
-    _src1 := other.Entries[i]
-    if !_tgt.Equals(_src1) { return false }
-  }
-  if p.NextPageToken != other.NextPageToken { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Session.Equals(other.Session) {
+		return false
+	}
+	if len(p.Entries) != len(other.Entries) {
+		return false
+	}
+	for i, _tgt := range p.Entries {
+		_src1 := other.Entries[i]
+		if !_tgt.Equals(_src1) {
+			return false
+		}
+	}
+	if p.NextPageToken != other.NextPageToken {
+		return false
+	}
+	return true
 }
 
 func (p *ListResult_) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("ListResult_(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("ListResult_(%+v)", *p)
 }
 
 // Attributes:
-//  - Group
-//  - Name
-//  - DisplayName
-//  - Schema
-//  - Status
+//   - Group
+//   - Name
+//   - DisplayName
+//   - Schema
+//   - Status
 type UpsertRequest struct {
-  Group string `thrift:"group,1,required" db:"group" json:"group"`
-  Name string `thrift:"name,2,required" db:"name" json:"name"`
-  DisplayName *string `thrift:"displayName,3" db:"displayName" json:"displayName,omitempty"`
-  Schema *string `thrift:"schema,4" db:"schema" json:"schema,omitempty"`
-  Status *Status `thrift:"status,5" db:"status" json:"status,omitempty"`
+	Group       string  `thrift:"group,1,required" db:"group" json:"group"`
+	Name        string  `thrift:"name,2,required" db:"name" json:"name"`
+	DisplayName *string `thrift:"displayName,3" db:"displayName" json:"displayName,omitempty"`
+	Schema      *string `thrift:"schema,4" db:"schema" json:"schema,omitempty"`
+	Status      *Status `thrift:"status,5" db:"status" json:"status,omitempty"`
 }
 
 func NewUpsertRequest() *UpsertRequest {
-  return &UpsertRequest{}
+	return &UpsertRequest{}
 }
 
-
 func (p *UpsertRequest) GetGroup() string {
-  return p.Group
+	return p.Group
 }
 
 func (p *UpsertRequest) GetName() string {
-  return p.Name
+	return p.Name
 }
+
 var UpsertRequest_DisplayName_DEFAULT string
+
 func (p *UpsertRequest) GetDisplayName() string {
-  if !p.IsSetDisplayName() {
-    return UpsertRequest_DisplayName_DEFAULT
-  }
-return *p.DisplayName
+	if !p.IsSetDisplayName() {
+		return UpsertRequest_DisplayName_DEFAULT
+	}
+	return *p.DisplayName
 }
+
 var UpsertRequest_Schema_DEFAULT string
+
 func (p *UpsertRequest) GetSchema() string {
-  if !p.IsSetSchema() {
-    return UpsertRequest_Schema_DEFAULT
-  }
-return *p.Schema
+	if !p.IsSetSchema() {
+		return UpsertRequest_Schema_DEFAULT
+	}
+	return *p.Schema
 }
+
 var UpsertRequest_Status_DEFAULT Status
+
 func (p *UpsertRequest) GetStatus() Status {
-  if !p.IsSetStatus() {
-    return UpsertRequest_Status_DEFAULT
-  }
-return *p.Status
+	if !p.IsSetStatus() {
+		return UpsertRequest_Status_DEFAULT
+	}
+	return *p.Status
 }
 func (p *UpsertRequest) IsSetDisplayName() bool {
-  return p.DisplayName != nil
+	return p.DisplayName != nil
 }
 
 func (p *UpsertRequest) IsSetSchema() bool {
-  return p.Schema != nil
+	return p.Schema != nil
 }
 
 func (p *UpsertRequest) IsSetStatus() bool {
-  return p.Status != nil
+	return p.Status != nil
 }
 
 func (p *UpsertRequest) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-  var issetGroup bool = false;
-  var issetName bool = false;
+	var issetGroup bool = false
+	var issetName bool = false
 
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-        issetGroup = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-        issetName = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 3:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField3(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 4:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField4(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 5:
-      if fieldTypeId == thrift.I32 {
-        if err := p.ReadField5(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  if !issetGroup{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Group is not set"));
-  }
-  if !issetName{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Name is not set"));
-  }
-  return nil
-}
-
-func (p *UpsertRequest)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 1: ", err)
-} else {
-  p.Group = v
-}
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetGroup = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetName = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetGroup {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Group is not set"))
+	}
+	if !issetName {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Name is not set"))
+	}
+	return nil
 }
 
-func (p *UpsertRequest)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.Name = v
-}
-  return nil
-}
-
-func (p *UpsertRequest)  ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 3: ", err)
-} else {
-  p.DisplayName = &v
-}
-  return nil
+func (p *UpsertRequest) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Group = v
+	}
+	return nil
 }
 
-func (p *UpsertRequest)  ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 4: ", err)
-} else {
-  p.Schema = &v
-}
-  return nil
+func (p *UpsertRequest) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Name = v
+	}
+	return nil
 }
 
-func (p *UpsertRequest)  ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadI32(ctx); err != nil {
-  return thrift.PrependError("error reading field 5: ", err)
-} else {
-  temp := Status(v)
-  p.Status = &temp
+func (p *UpsertRequest) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.DisplayName = &v
+	}
+	return nil
 }
-  return nil
+
+func (p *UpsertRequest) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Schema = &v
+	}
+	return nil
+}
+
+func (p *UpsertRequest) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		temp := Status(v)
+		p.Status = &temp
+	}
+	return nil
 }
 
 func (p *UpsertRequest) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "UpsertRequest"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-    if err := p.writeField3(ctx, oprot); err != nil { return err }
-    if err := p.writeField4(ctx, oprot); err != nil { return err }
-    if err := p.writeField5(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "UpsertRequest"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *UpsertRequest) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:group: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.group (1) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:group: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:group: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.group (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:group: ", p), err)
+	}
+	return err
 }
 
 func (p *UpsertRequest) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:name: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.name (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:name: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:name: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.name (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:name: ", p), err)
+	}
+	return err
 }
 
 func (p *UpsertRequest) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetDisplayName() {
-    if err := oprot.WriteFieldBegin(ctx, "displayName", thrift.STRING, 3); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:displayName: ", p), err) }
-    if err := oprot.WriteString(ctx, string(*p.DisplayName)); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T.displayName (3) field write error: ", p), err) }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 3:displayName: ", p), err) }
-  }
-  return err
+	if p.IsSetDisplayName() {
+		if err := oprot.WriteFieldBegin(ctx, "displayName", thrift.STRING, 3); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:displayName: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.DisplayName)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.displayName (3) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 3:displayName: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *UpsertRequest) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetSchema() {
-    if err := oprot.WriteFieldBegin(ctx, "schema", thrift.STRING, 4); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:schema: ", p), err) }
-    if err := oprot.WriteString(ctx, string(*p.Schema)); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T.schema (4) field write error: ", p), err) }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 4:schema: ", p), err) }
-  }
-  return err
+	if p.IsSetSchema() {
+		if err := oprot.WriteFieldBegin(ctx, "schema", thrift.STRING, 4); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:schema: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Schema)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.schema (4) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 4:schema: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *UpsertRequest) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetStatus() {
-    if err := oprot.WriteFieldBegin(ctx, "status", thrift.I32, 5); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:status: ", p), err) }
-    if err := oprot.WriteI32(ctx, int32(*p.Status)); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T.status (5) field write error: ", p), err) }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 5:status: ", p), err) }
-  }
-  return err
+	if p.IsSetStatus() {
+		if err := oprot.WriteFieldBegin(ctx, "status", thrift.I32, 5); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:status: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Status)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.status (5) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 5:status: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *UpsertRequest) Equals(other *UpsertRequest) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if p.Group != other.Group { return false }
-  if p.Name != other.Name { return false }
-  if p.DisplayName != other.DisplayName {
-    if p.DisplayName == nil || other.DisplayName == nil {
-      return false
-    }
-    if (*p.DisplayName) != (*other.DisplayName) { return false }
-  }
-  if p.Schema != other.Schema {
-    if p.Schema == nil || other.Schema == nil {
-      return false
-    }
-    if (*p.Schema) != (*other.Schema) { return false }
-  }
-  if p.Status != other.Status {
-    if p.Status == nil || other.Status == nil {
-      return false
-    }
-    if (*p.Status) != (*other.Status) { return false }
-  }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Group != other.Group {
+		return false
+	}
+	if p.Name != other.Name {
+		return false
+	}
+	if p.DisplayName != other.DisplayName {
+		if p.DisplayName == nil || other.DisplayName == nil {
+			return false
+		}
+		if (*p.DisplayName) != (*other.DisplayName) {
+			return false
+		}
+	}
+	if p.Schema != other.Schema {
+		if p.Schema == nil || other.Schema == nil {
+			return false
+		}
+		if (*p.Schema) != (*other.Schema) {
+			return false
+		}
+	}
+	if p.Status != other.Status {
+		if p.Status == nil || other.Status == nil {
+			return false
+		}
+		if (*p.Status) != (*other.Status) {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *UpsertRequest) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("UpsertRequest(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("UpsertRequest(%+v)", *p)
 }
 
 type Catalog interface {
-  // Parameters:
-  //  - Auth
-  //  - Group
-  //  - Name
-  Get(ctx context.Context, auth *Credentials, group string, name string) (_r *EntryResult_, _err error)
-  // Parameters:
-  //  - Auth
-  //  - Group
-  //  - PageSize
-  //  - PageToken
-  List(ctx context.Context, auth *Credentials, group string, pageSize int32, pageToken string) (_r *ListResult_, _err error)
-  // Parameters:
-  //  - Auth
-  //  - Req
-  Upsert(ctx context.Context, auth *Credentials, req *UpsertRequest) (_r *EntryResult_, _err error)
-  // Parameters:
-  //  - Auth
-  //  - Group
-  //  - Name
-  Block(ctx context.Context, auth *Credentials, group string, name string) (_r *EntryResult_, _err error)
+	// Parameters:
+	//  - Auth
+	//  - Group
+	//  - Name
+	Get(ctx context.Context, auth *Credentials, group string, name string) (_r *EntryResult_, _err error)
+	// Parameters:
+	//  - Auth
+	//  - Group
+	//  - PageSize
+	//  - PageToken
+	List(ctx context.Context, auth *Credentials, group string, pageSize int32, pageToken string) (_r *ListResult_, _err error)
+	// Parameters:
+	//  - Auth
+	//  - Req
+	Upsert(ctx context.Context, auth *Credentials, req *UpsertRequest) (_r *EntryResult_, _err error)
+	// Parameters:
+	//  - Auth
+	//  - Group
+	//  - Name
+	Block(ctx context.Context, auth *Credentials, group string, name string) (_r *EntryResult_, _err error)
 }
 
 type CatalogClient struct {
-  c thrift.TClient
-  meta thrift.ResponseMeta
+	c    thrift.TClient
+	meta thrift.ResponseMeta
 }
 
 func NewCatalogClientFactory(t thrift.TTransport, f thrift.TProtocolFactory) *CatalogClient {
-  return &CatalogClient{
-    c: thrift.NewTStandardClient(f.GetProtocol(t), f.GetProtocol(t)),
-  }
+	return &CatalogClient{
+		c: thrift.NewTStandardClient(f.GetProtocol(t), f.GetProtocol(t)),
+	}
 }
 
 func NewCatalogClientProtocol(t thrift.TTransport, iprot thrift.TProtocol, oprot thrift.TProtocol) *CatalogClient {
-  return &CatalogClient{
-    c: thrift.NewTStandardClient(iprot, oprot),
-  }
+	return &CatalogClient{
+		c: thrift.NewTStandardClient(iprot, oprot),
+	}
 }
 
 func NewCatalogClient(c thrift.TClient) *CatalogClient {
-  return &CatalogClient{
-    c: c,
-  }
+	return &CatalogClient{
+		c: c,
+	}
 }
 
 func (p *CatalogClient) Client_() thrift.TClient {
-  return p.c
+	return p.c
 }
 
 func (p *CatalogClient) LastResponseMeta_() thrift.ResponseMeta {
-  return p.meta
+	return p.meta
 }
 
 func (p *CatalogClient) SetLastResponseMeta_(meta thrift.ResponseMeta) {
-  p.meta = meta
+	p.meta = meta
 }
 
 // Parameters:
-//  - Auth
-//  - Group
-//  - Name
+//   - Auth
+//   - Group
+//   - Name
 func (p *CatalogClient) Get(ctx context.Context, auth *Credentials, group string, name string) (_r *EntryResult_, _err error) {
-  var _args2 CatalogGetArgs
-  _args2.Auth = auth
-  _args2.Group = group
-  _args2.Name = name
-  var _result4 CatalogGetResult
-  var _meta3 thrift.ResponseMeta
-  _meta3, _err = p.Client_().Call(ctx, "Get", &_args2, &_result4)
-  p.SetLastResponseMeta_(_meta3)
-  if _err != nil {
-    return
-  }
-  switch {
-  case _result4.Err!= nil:
-    return _r, _result4.Err
-  }
+	var _args2 CatalogGetArgs
+	_args2.Auth = auth
+	_args2.Group = group
+	_args2.Name = name
+	var _result4 CatalogGetResult
+	var _meta3 thrift.ResponseMeta
+	_meta3, _err = p.Client_().Call(ctx, "Get", &_args2, &_result4)
+	p.SetLastResponseMeta_(_meta3)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result4.Err != nil:
+		return _r, _result4.Err
+	}
 
-  if _ret5 := _result4.GetSuccess(); _ret5 != nil {
-    return _ret5, nil
-  }
-  return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "Get failed: unknown result")
+	if _ret5 := _result4.GetSuccess(); _ret5 != nil {
+		return _ret5, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "Get failed: unknown result")
 }
 
 // Parameters:
-//  - Auth
-//  - Group
-//  - PageSize
-//  - PageToken
+//   - Auth
+//   - Group
+//   - PageSize
+//   - PageToken
 func (p *CatalogClient) List(ctx context.Context, auth *Credentials, group string, pageSize int32, pageToken string) (_r *ListResult_, _err error) {
-  var _args6 CatalogListArgs
-  _args6.Auth = auth
-  _args6.Group = group
-  _args6.PageSize = pageSize
-  _args6.PageToken = pageToken
-  var _result8 CatalogListResult
-  var _meta7 thrift.ResponseMeta
-  _meta7, _err = p.Client_().Call(ctx, "List", &_args6, &_result8)
-  p.SetLastResponseMeta_(_meta7)
-  if _err != nil {
-    return
-  }
-  switch {
-  case _result8.Err!= nil:
-    return _r, _result8.Err
-  }
+	var _args6 CatalogListArgs
+	_args6.Auth = auth
+	_args6.Group = group
+	_args6.PageSize = pageSize
+	_args6.PageToken = pageToken
+	var _result8 CatalogListResult
+	var _meta7 thrift.ResponseMeta
+	_meta7, _err = p.Client_().Call(ctx, "List", &_args6, &_result8)
+	p.SetLastResponseMeta_(_meta7)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result8.Err != nil:
+		return _r, _result8.Err
+	}
 
-  if _ret9 := _result8.GetSuccess(); _ret9 != nil {
-    return _ret9, nil
-  }
-  return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "List failed: unknown result")
+	if _ret9 := _result8.GetSuccess(); _ret9 != nil {
+		return _ret9, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "List failed: unknown result")
 }
 
 // Parameters:
-//  - Auth
-//  - Req
+//   - Auth
+//   - Req
 func (p *CatalogClient) Upsert(ctx context.Context, auth *Credentials, req *UpsertRequest) (_r *EntryResult_, _err error) {
-  var _args10 CatalogUpsertArgs
-  _args10.Auth = auth
-  _args10.Req = req
-  var _result12 CatalogUpsertResult
-  var _meta11 thrift.ResponseMeta
-  _meta11, _err = p.Client_().Call(ctx, "Upsert", &_args10, &_result12)
-  p.SetLastResponseMeta_(_meta11)
-  if _err != nil {
-    return
-  }
-  switch {
-  case _result12.Err!= nil:
-    return _r, _result12.Err
-  }
+	var _args10 CatalogUpsertArgs
+	_args10.Auth = auth
+	_args10.Req = req
+	var _result12 CatalogUpsertResult
+	var _meta11 thrift.ResponseMeta
+	_meta11, _err = p.Client_().Call(ctx, "Upsert", &_args10, &_result12)
+	p.SetLastResponseMeta_(_meta11)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result12.Err != nil:
+		return _r, _result12.Err
+	}
 
-  if _ret13 := _result12.GetSuccess(); _ret13 != nil {
-    return _ret13, nil
-  }
-  return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "Upsert failed: unknown result")
+	if _ret13 := _result12.GetSuccess(); _ret13 != nil {
+		return _ret13, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "Upsert failed: unknown result")
 }
 
 // Parameters:
-//  - Auth
-//  - Group
-//  - Name
+//   - Auth
+//   - Group
+//   - Name
 func (p *CatalogClient) Block(ctx context.Context, auth *Credentials, group string, name string) (_r *EntryResult_, _err error) {
-  var _args14 CatalogBlockArgs
-  _args14.Auth = auth
-  _args14.Group = group
-  _args14.Name = name
-  var _result16 CatalogBlockResult
-  var _meta15 thrift.ResponseMeta
-  _meta15, _err = p.Client_().Call(ctx, "Block", &_args14, &_result16)
-  p.SetLastResponseMeta_(_meta15)
-  if _err != nil {
-    return
-  }
-  switch {
-  case _result16.Err!= nil:
-    return _r, _result16.Err
-  }
+	var _args14 CatalogBlockArgs
+	_args14.Auth = auth
+	_args14.Group = group
+	_args14.Name = name
+	var _result16 CatalogBlockResult
+	var _meta15 thrift.ResponseMeta
+	_meta15, _err = p.Client_().Call(ctx, "Block", &_args14, &_result16)
+	p.SetLastResponseMeta_(_meta15)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result16.Err != nil:
+		return _r, _result16.Err
+	}
 
-  if _ret17 := _result16.GetSuccess(); _ret17 != nil {
-    return _ret17, nil
-  }
-  return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "Block failed: unknown result")
+	if _ret17 := _result16.GetSuccess(); _ret17 != nil {
+		return _ret17, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "Block failed: unknown result")
 }
 
 type CatalogProcessor struct {
-  processorMap map[string]thrift.TProcessorFunction
-  handler Catalog
+	processorMap map[string]thrift.TProcessorFunction
+	handler      Catalog
 }
 
 func (p *CatalogProcessor) AddToProcessorMap(key string, processor thrift.TProcessorFunction) {
-  p.processorMap[key] = processor
+	p.processorMap[key] = processor
 }
 
 func (p *CatalogProcessor) GetProcessorFunction(key string) (processor thrift.TProcessorFunction, ok bool) {
-  processor, ok = p.processorMap[key]
-  return processor, ok
+	processor, ok = p.processorMap[key]
+	return processor, ok
 }
 
 func (p *CatalogProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
-  return p.processorMap
+	return p.processorMap
 }
 
 func NewCatalogProcessor(handler Catalog) *CatalogProcessor {
 
-  self18 := &CatalogProcessor{handler:handler, processorMap:make(map[string]thrift.TProcessorFunction)}
-  self18.processorMap["Get"] = &catalogProcessorGet{handler:handler}
-  self18.processorMap["List"] = &catalogProcessorList{handler:handler}
-  self18.processorMap["Upsert"] = &catalogProcessorUpsert{handler:handler}
-  self18.processorMap["Block"] = &catalogProcessorBlock{handler:handler}
-return self18
+	self18 := &CatalogProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self18.processorMap["Get"] = &catalogProcessorGet{handler: handler}
+	self18.processorMap["List"] = &catalogProcessorList{handler: handler}
+	self18.processorMap["Upsert"] = &catalogProcessorUpsert{handler: handler}
+	self18.processorMap["Block"] = &catalogProcessorBlock{handler: handler}
+	return self18
 }
 
 func (p *CatalogProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-  name, _, seqId, err2 := iprot.ReadMessageBegin(ctx)
-  if err2 != nil { return false, thrift.WrapTException(err2) }
-  if processor, ok := p.GetProcessorFunction(name); ok {
-    return processor.Process(ctx, seqId, iprot, oprot)
-  }
-  iprot.Skip(ctx, thrift.STRUCT)
-  iprot.ReadMessageEnd(ctx)
-  x19 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function " + name)
-  oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-  x19.Write(ctx, oprot)
-  oprot.WriteMessageEnd(ctx)
-  oprot.Flush(ctx)
-  return false, x19
+	name, _, seqId, err2 := iprot.ReadMessageBegin(ctx)
+	if err2 != nil {
+		return false, thrift.WrapTException(err2)
+	}
+	if processor, ok := p.GetProcessorFunction(name); ok {
+		return processor.Process(ctx, seqId, iprot, oprot)
+	}
+	iprot.Skip(ctx, thrift.STRUCT)
+	iprot.ReadMessageEnd(ctx)
+	x19 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
+	x19.Write(ctx, oprot)
+	oprot.WriteMessageEnd(ctx)
+	oprot.Flush(ctx)
+	return false, x19
 
 }
 
 type catalogProcessorGet struct {
-  handler Catalog
+	handler Catalog
 }
 
 func (p *catalogProcessorGet) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-  var _write_err20 error
-  args := CatalogGetArgs{}
-  if err2 := args.Read(ctx, iprot); err2 != nil {
-    iprot.ReadMessageEnd(ctx)
-    x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
-    oprot.WriteMessageBegin(ctx, "Get", thrift.EXCEPTION, seqId)
-    x.Write(ctx, oprot)
-    oprot.WriteMessageEnd(ctx)
-    oprot.Flush(ctx)
-    return false, thrift.WrapTException(err2)
-  }
-  iprot.ReadMessageEnd(ctx)
+	var _write_err20 error
+	args := CatalogGetArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "Get", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
 
-  tickerCancel := func() {}
-  // Start a goroutine to do server side connectivity check.
-  if thrift.ServerConnectivityCheckInterval > 0 {
-    var cancel context.CancelFunc
-    ctx, cancel = context.WithCancel(ctx)
-    defer cancel()
-    var tickerCtx context.Context
-    tickerCtx, tickerCancel = context.WithCancel(context.Background())
-    defer tickerCancel()
-    go func(ctx context.Context, cancel context.CancelFunc) {
-      ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
-      defer ticker.Stop()
-      for {
-        select {
-        case <-ctx.Done():
-          return
-        case <-ticker.C:
-          if !iprot.Transport().IsOpen() {
-            cancel()
-            return
-          }
-        }
-      }
-    }(tickerCtx, cancel)
-  }
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
 
-  result := CatalogGetResult{}
-  if retval, err2 := p.handler.Get(ctx, args.Auth, args.Group, args.Name); err2 != nil {
-    tickerCancel()
-    err = thrift.WrapTException(err2)
-    switch v := err2.(type) {
-    case *CatalogError:
-      result.Err = v
-    default:
-      if errors.Is(err2, thrift.ErrAbandonRequest) {
-        return false, thrift.WrapTException(err2)
-      }
-      _exc21 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing Get: " + err2.Error())
-      if err2 := oprot.WriteMessageBegin(ctx, "Get", thrift.EXCEPTION, seqId); err2 != nil {
-        _write_err20 = thrift.WrapTException(err2)
-      }
-      if err2 := _exc21.Write(ctx, oprot); _write_err20 == nil && err2 != nil {
-        _write_err20 = thrift.WrapTException(err2)
-      }
-      if err2 := oprot.WriteMessageEnd(ctx); _write_err20 == nil && err2 != nil {
-        _write_err20 = thrift.WrapTException(err2)
-      }
-      if err2 := oprot.Flush(ctx); _write_err20 == nil && err2 != nil {
-        _write_err20 = thrift.WrapTException(err2)
-      }
-      if _write_err20 != nil {
-        return false, thrift.WrapTException(_write_err20)
-      }
-      return true, err
-    }
-  } else {
-    result.Success = retval
-  }
-  tickerCancel()
-  if err2 := oprot.WriteMessageBegin(ctx, "Get", thrift.REPLY, seqId); err2 != nil {
-    _write_err20 = thrift.WrapTException(err2)
-  }
-  if err2 := result.Write(ctx, oprot); _write_err20 == nil && err2 != nil {
-    _write_err20 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.WriteMessageEnd(ctx); _write_err20 == nil && err2 != nil {
-    _write_err20 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.Flush(ctx); _write_err20 == nil && err2 != nil {
-    _write_err20 = thrift.WrapTException(err2)
-  }
-  if _write_err20 != nil {
-    return false, thrift.WrapTException(_write_err20)
-  }
-  return true, err
+	result := CatalogGetResult{}
+	if retval, err2 := p.handler.Get(ctx, args.Auth, args.Group, args.Name); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *CatalogError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc21 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing Get: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "Get", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err20 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc21.Write(ctx, oprot); _write_err20 == nil && err2 != nil {
+				_write_err20 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err20 == nil && err2 != nil {
+				_write_err20 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err20 == nil && err2 != nil {
+				_write_err20 = thrift.WrapTException(err2)
+			}
+			if _write_err20 != nil {
+				return false, thrift.WrapTException(_write_err20)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "Get", thrift.REPLY, seqId); err2 != nil {
+		_write_err20 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err20 == nil && err2 != nil {
+		_write_err20 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err20 == nil && err2 != nil {
+		_write_err20 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err20 == nil && err2 != nil {
+		_write_err20 = thrift.WrapTException(err2)
+	}
+	if _write_err20 != nil {
+		return false, thrift.WrapTException(_write_err20)
+	}
+	return true, err
 }
 
 type catalogProcessorList struct {
-  handler Catalog
+	handler Catalog
 }
 
 func (p *catalogProcessorList) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-  var _write_err22 error
-  args := CatalogListArgs{}
-  if err2 := args.Read(ctx, iprot); err2 != nil {
-    iprot.ReadMessageEnd(ctx)
-    x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
-    oprot.WriteMessageBegin(ctx, "List", thrift.EXCEPTION, seqId)
-    x.Write(ctx, oprot)
-    oprot.WriteMessageEnd(ctx)
-    oprot.Flush(ctx)
-    return false, thrift.WrapTException(err2)
-  }
-  iprot.ReadMessageEnd(ctx)
+	var _write_err22 error
+	args := CatalogListArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "List", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
 
-  tickerCancel := func() {}
-  // Start a goroutine to do server side connectivity check.
-  if thrift.ServerConnectivityCheckInterval > 0 {
-    var cancel context.CancelFunc
-    ctx, cancel = context.WithCancel(ctx)
-    defer cancel()
-    var tickerCtx context.Context
-    tickerCtx, tickerCancel = context.WithCancel(context.Background())
-    defer tickerCancel()
-    go func(ctx context.Context, cancel context.CancelFunc) {
-      ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
-      defer ticker.Stop()
-      for {
-        select {
-        case <-ctx.Done():
-          return
-        case <-ticker.C:
-          if !iprot.Transport().IsOpen() {
-            cancel()
-            return
-          }
-        }
-      }
-    }(tickerCtx, cancel)
-  }
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
 
-  result := CatalogListResult{}
-  if retval, err2 := p.handler.List(ctx, args.Auth, args.Group, args.PageSize, args.PageToken); err2 != nil {
-    tickerCancel()
-    err = thrift.WrapTException(err2)
-    switch v := err2.(type) {
-    case *CatalogError:
-      result.Err = v
-    default:
-      if errors.Is(err2, thrift.ErrAbandonRequest) {
-        return false, thrift.WrapTException(err2)
-      }
-      _exc23 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing List: " + err2.Error())
-      if err2 := oprot.WriteMessageBegin(ctx, "List", thrift.EXCEPTION, seqId); err2 != nil {
-        _write_err22 = thrift.WrapTException(err2)
-      }
-      if err2 := _exc23.Write(ctx, oprot); _write_err22 == nil && err2 != nil {
-        _write_err22 = thrift.WrapTException(err2)
-      }
-      if err2 := oprot.WriteMessageEnd(ctx); _write_err22 == nil && err2 != nil {
-        _write_err22 = thrift.WrapTException(err2)
-      }
-      if err2 := oprot.Flush(ctx); _write_err22 == nil && err2 != nil {
-        _write_err22 = thrift.WrapTException(err2)
-      }
-      if _write_err22 != nil {
-        return false, thrift.WrapTException(_write_err22)
-      }
-      return true, err
-    }
-  } else {
-    result.Success = retval
-  }
-  tickerCancel()
-  if err2 := oprot.WriteMessageBegin(ctx, "List", thrift.REPLY, seqId); err2 != nil {
-    _write_err22 = thrift.WrapTException(err2)
-  }
-  if err2 := result.Write(ctx, oprot); _write_err22 == nil && err2 != nil {
-    _write_err22 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.WriteMessageEnd(ctx); _write_err22 == nil && err2 != nil {
-    _write_err22 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.Flush(ctx); _write_err22 == nil && err2 != nil {
-    _write_err22 = thrift.WrapTException(err2)
-  }
-  if _write_err22 != nil {
-    return false, thrift.WrapTException(_write_err22)
-  }
-  return true, err
+	result := CatalogListResult{}
+	if retval, err2 := p.handler.List(ctx, args.Auth, args.Group, args.PageSize, args.PageToken); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *CatalogError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc23 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing List: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "List", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err22 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc23.Write(ctx, oprot); _write_err22 == nil && err2 != nil {
+				_write_err22 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err22 == nil && err2 != nil {
+				_write_err22 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err22 == nil && err2 != nil {
+				_write_err22 = thrift.WrapTException(err2)
+			}
+			if _write_err22 != nil {
+				return false, thrift.WrapTException(_write_err22)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "List", thrift.REPLY, seqId); err2 != nil {
+		_write_err22 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err22 == nil && err2 != nil {
+		_write_err22 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err22 == nil && err2 != nil {
+		_write_err22 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err22 == nil && err2 != nil {
+		_write_err22 = thrift.WrapTException(err2)
+	}
+	if _write_err22 != nil {
+		return false, thrift.WrapTException(_write_err22)
+	}
+	return true, err
 }
 
 type catalogProcessorUpsert struct {
-  handler Catalog
+	handler Catalog
 }
 
 func (p *catalogProcessorUpsert) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-  var _write_err24 error
-  args := CatalogUpsertArgs{}
-  if err2 := args.Read(ctx, iprot); err2 != nil {
-    iprot.ReadMessageEnd(ctx)
-    x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
-    oprot.WriteMessageBegin(ctx, "Upsert", thrift.EXCEPTION, seqId)
-    x.Write(ctx, oprot)
-    oprot.WriteMessageEnd(ctx)
-    oprot.Flush(ctx)
-    return false, thrift.WrapTException(err2)
-  }
-  iprot.ReadMessageEnd(ctx)
+	var _write_err24 error
+	args := CatalogUpsertArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "Upsert", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
 
-  tickerCancel := func() {}
-  // Start a goroutine to do server side connectivity check.
-  if thrift.ServerConnectivityCheckInterval > 0 {
-    var cancel context.CancelFunc
-    ctx, cancel = context.WithCancel(ctx)
-    defer cancel()
-    var tickerCtx context.Context
-    tickerCtx, tickerCancel = context.WithCancel(context.Background())
-    defer tickerCancel()
-    go func(ctx context.Context, cancel context.CancelFunc) {
-      ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
-      defer ticker.Stop()
-      for {
-        select {
-        case <-ctx.Done():
-          return
-        case <-ticker.C:
-          if !iprot.Transport().IsOpen() {
-            cancel()
-            return
-          }
-        }
-      }
-    }(tickerCtx, cancel)
-  }
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
 
-  result := CatalogUpsertResult{}
-  if retval, err2 := p.handler.Upsert(ctx, args.Auth, args.Req); err2 != nil {
-    tickerCancel()
-    err = thrift.WrapTException(err2)
-    switch v := err2.(type) {
-    case *CatalogError:
-      result.Err = v
-    default:
-      if errors.Is(err2, thrift.ErrAbandonRequest) {
-        return false, thrift.WrapTException(err2)
-      }
-      _exc25 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing Upsert: " + err2.Error())
-      if err2 := oprot.WriteMessageBegin(ctx, "Upsert", thrift.EXCEPTION, seqId); err2 != nil {
-        _write_err24 = thrift.WrapTException(err2)
-      }
-      if err2 := _exc25.Write(ctx, oprot); _write_err24 == nil && err2 != nil {
-        _write_err24 = thrift.WrapTException(err2)
-      }
-      if err2 := oprot.WriteMessageEnd(ctx); _write_err24 == nil && err2 != nil {
-        _write_err24 = thrift.WrapTException(err2)
-      }
-      if err2 := oprot.Flush(ctx); _write_err24 == nil && err2 != nil {
-        _write_err24 = thrift.WrapTException(err2)
-      }
-      if _write_err24 != nil {
-        return false, thrift.WrapTException(_write_err24)
-      }
-      return true, err
-    }
-  } else {
-    result.Success = retval
-  }
-  tickerCancel()
-  if err2 := oprot.WriteMessageBegin(ctx, "Upsert", thrift.REPLY, seqId); err2 != nil {
-    _write_err24 = thrift.WrapTException(err2)
-  }
-  if err2 := result.Write(ctx, oprot); _write_err24 == nil && err2 != nil {
-    _write_err24 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.WriteMessageEnd(ctx); _write_err24 == nil && err2 != nil {
-    _write_err24 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.Flush(ctx); _write_err24 == nil && err2 != nil {
-    _write_err24 = thrift.WrapTException(err2)
-  }
-  if _write_err24 != nil {
-    return false, thrift.WrapTException(_write_err24)
-  }
-  return true, err
+	result := CatalogUpsertResult{}
+	if retval, err2 := p.handler.Upsert(ctx, args.Auth, args.Req); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *CatalogError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc25 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing Upsert: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "Upsert", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err24 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc25.Write(ctx, oprot); _write_err24 == nil && err2 != nil {
+				_write_err24 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err24 == nil && err2 != nil {
+				_write_err24 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err24 == nil && err2 != nil {
+				_write_err24 = thrift.WrapTException(err2)
+			}
+			if _write_err24 != nil {
+				return false, thrift.WrapTException(_write_err24)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "Upsert", thrift.REPLY, seqId); err2 != nil {
+		_write_err24 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err24 == nil && err2 != nil {
+		_write_err24 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err24 == nil && err2 != nil {
+		_write_err24 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err24 == nil && err2 != nil {
+		_write_err24 = thrift.WrapTException(err2)
+	}
+	if _write_err24 != nil {
+		return false, thrift.WrapTException(_write_err24)
+	}
+	return true, err
 }
 
 type catalogProcessorBlock struct {
-  handler Catalog
+	handler Catalog
 }
 
 func (p *catalogProcessorBlock) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-  var _write_err26 error
-  args := CatalogBlockArgs{}
-  if err2 := args.Read(ctx, iprot); err2 != nil {
-    iprot.ReadMessageEnd(ctx)
-    x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
-    oprot.WriteMessageBegin(ctx, "Block", thrift.EXCEPTION, seqId)
-    x.Write(ctx, oprot)
-    oprot.WriteMessageEnd(ctx)
-    oprot.Flush(ctx)
-    return false, thrift.WrapTException(err2)
-  }
-  iprot.ReadMessageEnd(ctx)
+	var _write_err26 error
+	args := CatalogBlockArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "Block", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
 
-  tickerCancel := func() {}
-  // Start a goroutine to do server side connectivity check.
-  if thrift.ServerConnectivityCheckInterval > 0 {
-    var cancel context.CancelFunc
-    ctx, cancel = context.WithCancel(ctx)
-    defer cancel()
-    var tickerCtx context.Context
-    tickerCtx, tickerCancel = context.WithCancel(context.Background())
-    defer tickerCancel()
-    go func(ctx context.Context, cancel context.CancelFunc) {
-      ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
-      defer ticker.Stop()
-      for {
-        select {
-        case <-ctx.Done():
-          return
-        case <-ticker.C:
-          if !iprot.Transport().IsOpen() {
-            cancel()
-            return
-          }
-        }
-      }
-    }(tickerCtx, cancel)
-  }
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
 
-  result := CatalogBlockResult{}
-  if retval, err2 := p.handler.Block(ctx, args.Auth, args.Group, args.Name); err2 != nil {
-    tickerCancel()
-    err = thrift.WrapTException(err2)
-    switch v := err2.(type) {
-    case *CatalogError:
-      result.Err = v
-    default:
-      if errors.Is(err2, thrift.ErrAbandonRequest) {
-        return false, thrift.WrapTException(err2)
-      }
-      _exc27 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing Block: " + err2.Error())
-      if err2 := oprot.WriteMessageBegin(ctx, "Block", thrift.EXCEPTION, seqId); err2 != nil {
-        _write_err26 = thrift.WrapTException(err2)
-      }
-      if err2 := _exc27.Write(ctx, oprot); _write_err26 == nil && err2 != nil {
-        _write_err26 = thrift.WrapTException(err2)
-      }
-      if err2 := oprot.WriteMessageEnd(ctx); _write_err26 == nil && err2 != nil {
-        _write_err26 = thrift.WrapTException(err2)
-      }
-      if err2 := oprot.Flush(ctx); _write_err26 == nil && err2 != nil {
-        _write_err26 = thrift.WrapTException(err2)
-      }
-      if _write_err26 != nil {
-        return false, thrift.WrapTException(_write_err26)
-      }
-      return true, err
-    }
-  } else {
-    result.Success = retval
-  }
-  tickerCancel()
-  if err2 := oprot.WriteMessageBegin(ctx, "Block", thrift.REPLY, seqId); err2 != nil {
-    _write_err26 = thrift.WrapTException(err2)
-  }
-  if err2 := result.Write(ctx, oprot); _write_err26 == nil && err2 != nil {
-    _write_err26 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.WriteMessageEnd(ctx); _write_err26 == nil && err2 != nil {
-    _write_err26 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.Flush(ctx); _write_err26 == nil && err2 != nil {
-    _write_err26 = thrift.WrapTException(err2)
-  }
-  if _write_err26 != nil {
-    return false, thrift.WrapTException(_write_err26)
-  }
-  return true, err
+	result := CatalogBlockResult{}
+	if retval, err2 := p.handler.Block(ctx, args.Auth, args.Group, args.Name); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *CatalogError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc27 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing Block: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "Block", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err26 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc27.Write(ctx, oprot); _write_err26 == nil && err2 != nil {
+				_write_err26 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err26 == nil && err2 != nil {
+				_write_err26 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err26 == nil && err2 != nil {
+				_write_err26 = thrift.WrapTException(err2)
+			}
+			if _write_err26 != nil {
+				return false, thrift.WrapTException(_write_err26)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "Block", thrift.REPLY, seqId); err2 != nil {
+		_write_err26 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err26 == nil && err2 != nil {
+		_write_err26 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err26 == nil && err2 != nil {
+		_write_err26 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err26 == nil && err2 != nil {
+		_write_err26 = thrift.WrapTException(err2)
+	}
+	if _write_err26 != nil {
+		return false, thrift.WrapTException(_write_err26)
+	}
+	return true, err
 }
-
 
 // HELPER FUNCTIONS AND STRUCTURES
 
 // Attributes:
-//  - Auth
-//  - Group
-//  - Name
+//   - Auth
+//   - Group
+//   - Name
 type CatalogGetArgs struct {
-  Auth *Credentials `thrift:"auth,1" db:"auth" json:"auth"`
-  Group string `thrift:"group,2" db:"group" json:"group"`
-  Name string `thrift:"name,3" db:"name" json:"name"`
+	Auth  *Credentials `thrift:"auth,1" db:"auth" json:"auth"`
+	Group string       `thrift:"group,2" db:"group" json:"group"`
+	Name  string       `thrift:"name,3" db:"name" json:"name"`
 }
 
 func NewCatalogGetArgs() *CatalogGetArgs {
-  return &CatalogGetArgs{}
+	return &CatalogGetArgs{}
 }
 
 var CatalogGetArgs_Auth_DEFAULT *Credentials
+
 func (p *CatalogGetArgs) GetAuth() *Credentials {
-  if !p.IsSetAuth() {
-    return CatalogGetArgs_Auth_DEFAULT
-  }
-return p.Auth
+	if !p.IsSetAuth() {
+		return CatalogGetArgs_Auth_DEFAULT
+	}
+	return p.Auth
 }
 
 func (p *CatalogGetArgs) GetGroup() string {
-  return p.Group
+	return p.Group
 }
 
 func (p *CatalogGetArgs) GetName() string {
-  return p.Name
+	return p.Name
 }
 func (p *CatalogGetArgs) IsSetAuth() bool {
-  return p.Auth != nil
+	return p.Auth != nil
 }
 
 func (p *CatalogGetArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 3:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField3(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *CatalogGetArgs)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Auth = &Credentials{}
-  if err := p.Auth.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Auth), err)
-  }
-  return nil
+func (p *CatalogGetArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Auth = &Credentials{}
+	if err := p.Auth.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Auth), err)
+	}
+	return nil
 }
 
-func (p *CatalogGetArgs)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.Group = v
-}
-  return nil
+func (p *CatalogGetArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Group = v
+	}
+	return nil
 }
 
-func (p *CatalogGetArgs)  ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 3: ", err)
-} else {
-  p.Name = v
-}
-  return nil
+func (p *CatalogGetArgs) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Name = v
+	}
+	return nil
 }
 
 func (p *CatalogGetArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "Get_args"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-    if err := p.writeField3(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "Get_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *CatalogGetArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "auth", thrift.STRUCT, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:auth: ", p), err) }
-  if err := p.Auth.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Auth), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:auth: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "auth", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:auth: ", p), err)
+	}
+	if err := p.Auth.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Auth), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:auth: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogGetArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:group: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.group (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:group: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:group: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.group (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:group: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogGetArgs) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 3); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:name: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.name (3) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 3:name: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:name: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.name (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:name: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogGetArgs) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("CatalogGetArgs(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CatalogGetArgs(%+v)", *p)
 }
 
 // Attributes:
-//  - Success
-//  - Err
+//   - Success
+//   - Err
 type CatalogGetResult struct {
-  Success *EntryResult_ `thrift:"success,0" db:"success" json:"success,omitempty"`
-  Err *CatalogError `thrift:"err,1" db:"err" json:"err,omitempty"`
+	Success *EntryResult_ `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *CatalogError `thrift:"err,1" db:"err" json:"err,omitempty"`
 }
 
 func NewCatalogGetResult() *CatalogGetResult {
-  return &CatalogGetResult{}
+	return &CatalogGetResult{}
 }
 
 var CatalogGetResult_Success_DEFAULT *EntryResult_
+
 func (p *CatalogGetResult) GetSuccess() *EntryResult_ {
-  if !p.IsSetSuccess() {
-    return CatalogGetResult_Success_DEFAULT
-  }
-return p.Success
+	if !p.IsSetSuccess() {
+		return CatalogGetResult_Success_DEFAULT
+	}
+	return p.Success
 }
+
 var CatalogGetResult_Err_DEFAULT *CatalogError
+
 func (p *CatalogGetResult) GetErr() *CatalogError {
-  if !p.IsSetErr() {
-    return CatalogGetResult_Err_DEFAULT
-  }
-return p.Err
+	if !p.IsSetErr() {
+		return CatalogGetResult_Err_DEFAULT
+	}
+	return p.Err
 }
 func (p *CatalogGetResult) IsSetSuccess() bool {
-  return p.Success != nil
+	return p.Success != nil
 }
 
 func (p *CatalogGetResult) IsSetErr() bool {
-  return p.Err != nil
+	return p.Err != nil
 }
 
 func (p *CatalogGetResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 0:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField0(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *CatalogGetResult)  ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Success = &EntryResult_{}
-  if err := p.Success.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
-  }
-  return nil
+func (p *CatalogGetResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &EntryResult_{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
 }
 
-func (p *CatalogGetResult)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Err = &CatalogError{}
-  if err := p.Err.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
-  }
-  return nil
+func (p *CatalogGetResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &CatalogError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
 }
 
 func (p *CatalogGetResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "Get_result"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField0(ctx, oprot); err != nil { return err }
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "Get_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *CatalogGetResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetSuccess() {
-    if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err) }
-    if err := p.Success.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
-    }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err) }
-  }
-  return err
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *CatalogGetResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetErr() {
-    if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err) }
-    if err := p.Err.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
-    }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err) }
-  }
-  return err
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *CatalogGetResult) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("CatalogGetResult(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CatalogGetResult(%+v)", *p)
 }
 
 // Attributes:
-//  - Auth
-//  - Group
-//  - PageSize
-//  - PageToken
+//   - Auth
+//   - Group
+//   - PageSize
+//   - PageToken
 type CatalogListArgs struct {
-  Auth *Credentials `thrift:"auth,1" db:"auth" json:"auth"`
-  Group string `thrift:"group,2" db:"group" json:"group"`
-  PageSize int32 `thrift:"pageSize,3" db:"pageSize" json:"pageSize"`
-  PageToken string `thrift:"pageToken,4" db:"pageToken" json:"pageToken"`
+	Auth      *Credentials `thrift:"auth,1" db:"auth" json:"auth"`
+	Group     string       `thrift:"group,2" db:"group" json:"group"`
+	PageSize  int32        `thrift:"pageSize,3" db:"pageSize" json:"pageSize"`
+	PageToken string       `thrift:"pageToken,4" db:"pageToken" json:"pageToken"`
 }
 
 func NewCatalogListArgs() *CatalogListArgs {
-  return &CatalogListArgs{}
+	return &CatalogListArgs{}
 }
 
 var CatalogListArgs_Auth_DEFAULT *Credentials
+
 func (p *CatalogListArgs) GetAuth() *Credentials {
-  if !p.IsSetAuth() {
-    return CatalogListArgs_Auth_DEFAULT
-  }
-return p.Auth
+	if !p.IsSetAuth() {
+		return CatalogListArgs_Auth_DEFAULT
+	}
+	return p.Auth
 }
 
 func (p *CatalogListArgs) GetGroup() string {
-  return p.Group
+	return p.Group
 }
 
 func (p *CatalogListArgs) GetPageSize() int32 {
-  return p.PageSize
+	return p.PageSize
 }
 
 func (p *CatalogListArgs) GetPageToken() string {
-  return p.PageToken
+	return p.PageToken
 }
 func (p *CatalogListArgs) IsSetAuth() bool {
-  return p.Auth != nil
+	return p.Auth != nil
 }
 
 func (p *CatalogListArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 3:
-      if fieldTypeId == thrift.I32 {
-        if err := p.ReadField3(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 4:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField4(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
-}
-
-func (p *CatalogListArgs)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Auth = &Credentials{}
-  if err := p.Auth.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Auth), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *CatalogListArgs)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.Group = v
-}
-  return nil
-}
-
-func (p *CatalogListArgs)  ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadI32(ctx); err != nil {
-  return thrift.PrependError("error reading field 3: ", err)
-} else {
-  p.PageSize = v
-}
-  return nil
+func (p *CatalogListArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Auth = &Credentials{}
+	if err := p.Auth.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Auth), err)
+	}
+	return nil
 }
 
-func (p *CatalogListArgs)  ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 4: ", err)
-} else {
-  p.PageToken = v
+func (p *CatalogListArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Group = v
+	}
+	return nil
 }
-  return nil
+
+func (p *CatalogListArgs) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.PageSize = v
+	}
+	return nil
+}
+
+func (p *CatalogListArgs) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.PageToken = v
+	}
+	return nil
 }
 
 func (p *CatalogListArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "List_args"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-    if err := p.writeField3(ctx, oprot); err != nil { return err }
-    if err := p.writeField4(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "List_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *CatalogListArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "auth", thrift.STRUCT, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:auth: ", p), err) }
-  if err := p.Auth.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Auth), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:auth: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "auth", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:auth: ", p), err)
+	}
+	if err := p.Auth.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Auth), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:auth: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogListArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:group: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.group (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:group: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:group: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.group (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:group: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogListArgs) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "pageSize", thrift.I32, 3); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:pageSize: ", p), err) }
-  if err := oprot.WriteI32(ctx, int32(p.PageSize)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.pageSize (3) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 3:pageSize: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "pageSize", thrift.I32, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:pageSize: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.PageSize)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.pageSize (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:pageSize: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogListArgs) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "pageToken", thrift.STRING, 4); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:pageToken: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.PageToken)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.pageToken (4) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 4:pageToken: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "pageToken", thrift.STRING, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:pageToken: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.PageToken)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.pageToken (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:pageToken: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogListArgs) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("CatalogListArgs(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CatalogListArgs(%+v)", *p)
 }
 
 // Attributes:
-//  - Success
-//  - Err
+//   - Success
+//   - Err
 type CatalogListResult struct {
-  Success *ListResult_ `thrift:"success,0" db:"success" json:"success,omitempty"`
-  Err *CatalogError `thrift:"err,1" db:"err" json:"err,omitempty"`
+	Success *ListResult_  `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *CatalogError `thrift:"err,1" db:"err" json:"err,omitempty"`
 }
 
 func NewCatalogListResult() *CatalogListResult {
-  return &CatalogListResult{}
+	return &CatalogListResult{}
 }
 
 var CatalogListResult_Success_DEFAULT *ListResult_
+
 func (p *CatalogListResult) GetSuccess() *ListResult_ {
-  if !p.IsSetSuccess() {
-    return CatalogListResult_Success_DEFAULT
-  }
-return p.Success
+	if !p.IsSetSuccess() {
+		return CatalogListResult_Success_DEFAULT
+	}
+	return p.Success
 }
+
 var CatalogListResult_Err_DEFAULT *CatalogError
+
 func (p *CatalogListResult) GetErr() *CatalogError {
-  if !p.IsSetErr() {
-    return CatalogListResult_Err_DEFAULT
-  }
-return p.Err
+	if !p.IsSetErr() {
+		return CatalogListResult_Err_DEFAULT
+	}
+	return p.Err
 }
 func (p *CatalogListResult) IsSetSuccess() bool {
-  return p.Success != nil
+	return p.Success != nil
 }
 
 func (p *CatalogListResult) IsSetErr() bool {
-  return p.Err != nil
+	return p.Err != nil
 }
 
 func (p *CatalogListResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 0:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField0(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *CatalogListResult)  ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Success = &ListResult_{}
-  if err := p.Success.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
-  }
-  return nil
+func (p *CatalogListResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &ListResult_{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
 }
 
-func (p *CatalogListResult)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Err = &CatalogError{}
-  if err := p.Err.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
-  }
-  return nil
+func (p *CatalogListResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &CatalogError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
 }
 
 func (p *CatalogListResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "List_result"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField0(ctx, oprot); err != nil { return err }
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "List_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *CatalogListResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetSuccess() {
-    if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err) }
-    if err := p.Success.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
-    }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err) }
-  }
-  return err
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *CatalogListResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetErr() {
-    if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err) }
-    if err := p.Err.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
-    }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err) }
-  }
-  return err
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *CatalogListResult) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("CatalogListResult(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CatalogListResult(%+v)", *p)
 }
 
 // Attributes:
-//  - Auth
-//  - Req
+//   - Auth
+//   - Req
 type CatalogUpsertArgs struct {
-  Auth *Credentials `thrift:"auth,1" db:"auth" json:"auth"`
-  Req *UpsertRequest `thrift:"req,2" db:"req" json:"req"`
+	Auth *Credentials   `thrift:"auth,1" db:"auth" json:"auth"`
+	Req  *UpsertRequest `thrift:"req,2" db:"req" json:"req"`
 }
 
 func NewCatalogUpsertArgs() *CatalogUpsertArgs {
-  return &CatalogUpsertArgs{}
+	return &CatalogUpsertArgs{}
 }
 
 var CatalogUpsertArgs_Auth_DEFAULT *Credentials
+
 func (p *CatalogUpsertArgs) GetAuth() *Credentials {
-  if !p.IsSetAuth() {
-    return CatalogUpsertArgs_Auth_DEFAULT
-  }
-return p.Auth
+	if !p.IsSetAuth() {
+		return CatalogUpsertArgs_Auth_DEFAULT
+	}
+	return p.Auth
 }
+
 var CatalogUpsertArgs_Req_DEFAULT *UpsertRequest
+
 func (p *CatalogUpsertArgs) GetReq() *UpsertRequest {
-  if !p.IsSetReq() {
-    return CatalogUpsertArgs_Req_DEFAULT
-  }
-return p.Req
+	if !p.IsSetReq() {
+		return CatalogUpsertArgs_Req_DEFAULT
+	}
+	return p.Req
 }
 func (p *CatalogUpsertArgs) IsSetAuth() bool {
-  return p.Auth != nil
+	return p.Auth != nil
 }
 
 func (p *CatalogUpsertArgs) IsSetReq() bool {
-  return p.Req != nil
+	return p.Req != nil
 }
 
 func (p *CatalogUpsertArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *CatalogUpsertArgs)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Auth = &Credentials{}
-  if err := p.Auth.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Auth), err)
-  }
-  return nil
+func (p *CatalogUpsertArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Auth = &Credentials{}
+	if err := p.Auth.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Auth), err)
+	}
+	return nil
 }
 
-func (p *CatalogUpsertArgs)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Req = &UpsertRequest{}
-  if err := p.Req.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Req), err)
-  }
-  return nil
+func (p *CatalogUpsertArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Req = &UpsertRequest{}
+	if err := p.Req.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Req), err)
+	}
+	return nil
 }
 
 func (p *CatalogUpsertArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "Upsert_args"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "Upsert_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *CatalogUpsertArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "auth", thrift.STRUCT, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:auth: ", p), err) }
-  if err := p.Auth.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Auth), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:auth: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "auth", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:auth: ", p), err)
+	}
+	if err := p.Auth.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Auth), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:auth: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogUpsertArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "req", thrift.STRUCT, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:req: ", p), err) }
-  if err := p.Req.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Req), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:req: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "req", thrift.STRUCT, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:req: ", p), err)
+	}
+	if err := p.Req.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Req), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:req: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogUpsertArgs) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("CatalogUpsertArgs(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CatalogUpsertArgs(%+v)", *p)
 }
 
 // Attributes:
-//  - Success
-//  - Err
+//   - Success
+//   - Err
 type CatalogUpsertResult struct {
-  Success *EntryResult_ `thrift:"success,0" db:"success" json:"success,omitempty"`
-  Err *CatalogError `thrift:"err,1" db:"err" json:"err,omitempty"`
+	Success *EntryResult_ `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *CatalogError `thrift:"err,1" db:"err" json:"err,omitempty"`
 }
 
 func NewCatalogUpsertResult() *CatalogUpsertResult {
-  return &CatalogUpsertResult{}
+	return &CatalogUpsertResult{}
 }
 
 var CatalogUpsertResult_Success_DEFAULT *EntryResult_
+
 func (p *CatalogUpsertResult) GetSuccess() *EntryResult_ {
-  if !p.IsSetSuccess() {
-    return CatalogUpsertResult_Success_DEFAULT
-  }
-return p.Success
+	if !p.IsSetSuccess() {
+		return CatalogUpsertResult_Success_DEFAULT
+	}
+	return p.Success
 }
+
 var CatalogUpsertResult_Err_DEFAULT *CatalogError
+
 func (p *CatalogUpsertResult) GetErr() *CatalogError {
-  if !p.IsSetErr() {
-    return CatalogUpsertResult_Err_DEFAULT
-  }
-return p.Err
+	if !p.IsSetErr() {
+		return CatalogUpsertResult_Err_DEFAULT
+	}
+	return p.Err
 }
 func (p *CatalogUpsertResult) IsSetSuccess() bool {
-  return p.Success != nil
+	return p.Success != nil
 }
 
 func (p *CatalogUpsertResult) IsSetErr() bool {
-  return p.Err != nil
+	return p.Err != nil
 }
 
 func (p *CatalogUpsertResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 0:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField0(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *CatalogUpsertResult)  ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Success = &EntryResult_{}
-  if err := p.Success.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
-  }
-  return nil
+func (p *CatalogUpsertResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &EntryResult_{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
 }
 
-func (p *CatalogUpsertResult)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Err = &CatalogError{}
-  if err := p.Err.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
-  }
-  return nil
+func (p *CatalogUpsertResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &CatalogError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
 }
 
 func (p *CatalogUpsertResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "Upsert_result"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField0(ctx, oprot); err != nil { return err }
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "Upsert_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *CatalogUpsertResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetSuccess() {
-    if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err) }
-    if err := p.Success.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
-    }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err) }
-  }
-  return err
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *CatalogUpsertResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetErr() {
-    if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err) }
-    if err := p.Err.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
-    }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err) }
-  }
-  return err
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *CatalogUpsertResult) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("CatalogUpsertResult(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CatalogUpsertResult(%+v)", *p)
 }
 
 // Attributes:
-//  - Auth
-//  - Group
-//  - Name
+//   - Auth
+//   - Group
+//   - Name
 type CatalogBlockArgs struct {
-  Auth *Credentials `thrift:"auth,1" db:"auth" json:"auth"`
-  Group string `thrift:"group,2" db:"group" json:"group"`
-  Name string `thrift:"name,3" db:"name" json:"name"`
+	Auth  *Credentials `thrift:"auth,1" db:"auth" json:"auth"`
+	Group string       `thrift:"group,2" db:"group" json:"group"`
+	Name  string       `thrift:"name,3" db:"name" json:"name"`
 }
 
 func NewCatalogBlockArgs() *CatalogBlockArgs {
-  return &CatalogBlockArgs{}
+	return &CatalogBlockArgs{}
 }
 
 var CatalogBlockArgs_Auth_DEFAULT *Credentials
+
 func (p *CatalogBlockArgs) GetAuth() *Credentials {
-  if !p.IsSetAuth() {
-    return CatalogBlockArgs_Auth_DEFAULT
-  }
-return p.Auth
+	if !p.IsSetAuth() {
+		return CatalogBlockArgs_Auth_DEFAULT
+	}
+	return p.Auth
 }
 
 func (p *CatalogBlockArgs) GetGroup() string {
-  return p.Group
+	return p.Group
 }
 
 func (p *CatalogBlockArgs) GetName() string {
-  return p.Name
+	return p.Name
 }
 func (p *CatalogBlockArgs) IsSetAuth() bool {
-  return p.Auth != nil
+	return p.Auth != nil
 }
 
 func (p *CatalogBlockArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 3:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField3(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *CatalogBlockArgs)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Auth = &Credentials{}
-  if err := p.Auth.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Auth), err)
-  }
-  return nil
+func (p *CatalogBlockArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Auth = &Credentials{}
+	if err := p.Auth.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Auth), err)
+	}
+	return nil
 }
 
-func (p *CatalogBlockArgs)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.Group = v
-}
-  return nil
+func (p *CatalogBlockArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Group = v
+	}
+	return nil
 }
 
-func (p *CatalogBlockArgs)  ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 3: ", err)
-} else {
-  p.Name = v
-}
-  return nil
+func (p *CatalogBlockArgs) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Name = v
+	}
+	return nil
 }
 
 func (p *CatalogBlockArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "Block_args"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-    if err := p.writeField3(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "Block_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *CatalogBlockArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "auth", thrift.STRUCT, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:auth: ", p), err) }
-  if err := p.Auth.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Auth), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:auth: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "auth", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:auth: ", p), err)
+	}
+	if err := p.Auth.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Auth), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:auth: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogBlockArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:group: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.group (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:group: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "group", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:group: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Group)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.group (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:group: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogBlockArgs) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 3); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:name: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.name (3) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 3:name: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:name: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.name (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:name: ", p), err)
+	}
+	return err
 }
 
 func (p *CatalogBlockArgs) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("CatalogBlockArgs(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CatalogBlockArgs(%+v)", *p)
 }
 
 // Attributes:
-//  - Success
-//  - Err
+//   - Success
+//   - Err
 type CatalogBlockResult struct {
-  Success *EntryResult_ `thrift:"success,0" db:"success" json:"success,omitempty"`
-  Err *CatalogError `thrift:"err,1" db:"err" json:"err,omitempty"`
+	Success *EntryResult_ `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *CatalogError `thrift:"err,1" db:"err" json:"err,omitempty"`
 }
 
 func NewCatalogBlockResult() *CatalogBlockResult {
-  return &CatalogBlockResult{}
+	return &CatalogBlockResult{}
 }
 
 var CatalogBlockResult_Success_DEFAULT *EntryResult_
+
 func (p *CatalogBlockResult) GetSuccess() *EntryResult_ {
-  if !p.IsSetSuccess() {
-    return CatalogBlockResult_Success_DEFAULT
-  }
-return p.Success
+	if !p.IsSetSuccess() {
+		return CatalogBlockResult_Success_DEFAULT
+	}
+	return p.Success
 }
+
 var CatalogBlockResult_Err_DEFAULT *CatalogError
+
 func (p *CatalogBlockResult) GetErr() *CatalogError {
-  if !p.IsSetErr() {
-    return CatalogBlockResult_Err_DEFAULT
-  }
-return p.Err
+	if !p.IsSetErr() {
+		return CatalogBlockResult_Err_DEFAULT
+	}
+	return p.Err
 }
 func (p *CatalogBlockResult) IsSetSuccess() bool {
-  return p.Success != nil
+	return p.Success != nil
 }
 
 func (p *CatalogBlockResult) IsSetErr() bool {
-  return p.Err != nil
+	return p.Err != nil
 }
 
 func (p *CatalogBlockResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 0:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField0(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *CatalogBlockResult)  ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Success = &EntryResult_{}
-  if err := p.Success.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
-  }
-  return nil
+func (p *CatalogBlockResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &EntryResult_{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
 }
 
-func (p *CatalogBlockResult)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Err = &CatalogError{}
-  if err := p.Err.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
-  }
-  return nil
+func (p *CatalogBlockResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &CatalogError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
 }
 
 func (p *CatalogBlockResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "Block_result"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField0(ctx, oprot); err != nil { return err }
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "Block_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *CatalogBlockResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetSuccess() {
-    if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err) }
-    if err := p.Success.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
-    }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err) }
-  }
-  return err
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *CatalogBlockResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetErr() {
-    if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err) }
-    if err := p.Err.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
-    }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err) }
-  }
-  return err
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *CatalogBlockResult) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("CatalogBlockResult(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CatalogBlockResult(%+v)", *p)
 }
-
-

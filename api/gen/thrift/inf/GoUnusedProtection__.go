@@ -2,5 +2,4 @@
 
 package inf
 
-var GoUnusedProtection__ int;
-
+var GoUnusedProtection__ int

@@ -7,8 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 	thrift "github.com/apache/thrift/lib/go/thrift"
+	"time"
 )
 
 // (needed to ensure safety because of naive import list construction.)
@@ -20,1033 +20,1130 @@ var _ = time.Now
 var _ = bytes.Equal
 
 // Attributes:
-//  - ClientId
-//  - Token
+//   - ClientId
+//   - Token
 type AuthRq struct {
-  ClientId string `thrift:"clientId,1" db:"clientId" json:"clientId"`
-  Token string `thrift:"token,2" db:"token" json:"token"`
+	ClientId string `thrift:"clientId,1" db:"clientId" json:"clientId"`
+	Token    string `thrift:"token,2" db:"token" json:"token"`
 }
 
 func NewAuthRq() *AuthRq {
-  return &AuthRq{}
+	return &AuthRq{}
 }
 
-
 func (p *AuthRq) GetClientId() string {
-  return p.ClientId
+	return p.ClientId
 }
 
 func (p *AuthRq) GetToken() string {
-  return p.Token
+	return p.Token
 }
 func (p *AuthRq) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *AuthRq)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 1: ", err)
-} else {
-  p.ClientId = v
-}
-  return nil
+func (p *AuthRq) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.ClientId = v
+	}
+	return nil
 }
 
-func (p *AuthRq)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.Token = v
-}
-  return nil
+func (p *AuthRq) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Token = v
+	}
+	return nil
 }
 
 func (p *AuthRq) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "AuthRq"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "AuthRq"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *AuthRq) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "clientId", thrift.STRING, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:clientId: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.ClientId)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.clientId (1) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:clientId: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "clientId", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:clientId: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.ClientId)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.clientId (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:clientId: ", p), err)
+	}
+	return err
 }
 
 func (p *AuthRq) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:token: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.token (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:token: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:token: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.token (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:token: ", p), err)
+	}
+	return err
 }
 
 func (p *AuthRq) Equals(other *AuthRq) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if p.ClientId != other.ClientId { return false }
-  if p.Token != other.Token { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.ClientId != other.ClientId {
+		return false
+	}
+	if p.Token != other.Token {
+		return false
+	}
+	return true
 }
 
 func (p *AuthRq) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("AuthRq(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("AuthRq(%+v)", *p)
 }
 
 // Attributes:
-//  - Token
+//   - Token
 type AuthRp struct {
-  Token string `thrift:"token,1,required" db:"token" json:"token"`
+	Token string `thrift:"token,1,required" db:"token" json:"token"`
 }
 
 func NewAuthRp() *AuthRp {
-  return &AuthRp{}
+	return &AuthRp{}
 }
-
 
 func (p *AuthRp) GetToken() string {
-  return p.Token
+	return p.Token
 }
 func (p *AuthRp) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-  var issetToken bool = false;
+	var issetToken bool = false
 
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-        issetToken = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  if !issetToken{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Token is not set"));
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetToken = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetToken {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Token is not set"))
+	}
+	return nil
 }
 
-func (p *AuthRp)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 1: ", err)
-} else {
-  p.Token = v
-}
-  return nil
+func (p *AuthRp) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Token = v
+	}
+	return nil
 }
 
 func (p *AuthRp) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "AuthRp"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "AuthRp"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *AuthRp) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+	}
+	return err
 }
 
 func (p *AuthRp) Equals(other *AuthRp) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if p.Token != other.Token { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Token != other.Token {
+		return false
+	}
+	return true
 }
 
 func (p *AuthRp) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("AuthRp(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("AuthRp(%+v)", *p)
 }
 
 // Attributes:
-//  - Authrq
-//  - GroupName
-//  - EnName
+//   - Authrq
+//   - GroupName
+//   - EnName
 type DataTypeRq struct {
-  Authrq *AuthRq `thrift:"authrq,1,required" db:"authrq" json:"authrq"`
-  GroupName string `thrift:"groupName,2,required" db:"groupName" json:"groupName"`
-  EnName string `thrift:"enName,3,required" db:"enName" json:"enName"`
+	Authrq    *AuthRq `thrift:"authrq,1,required" db:"authrq" json:"authrq"`
+	GroupName string  `thrift:"groupName,2,required" db:"groupName" json:"groupName"`
+	EnName    string  `thrift:"enName,3,required" db:"enName" json:"enName"`
 }
 
 func NewDataTypeRq() *DataTypeRq {
-  return &DataTypeRq{}
+	return &DataTypeRq{}
 }
 
 var DataTypeRq_Authrq_DEFAULT *AuthRq
+
 func (p *DataTypeRq) GetAuthrq() *AuthRq {
-  if !p.IsSetAuthrq() {
-    return DataTypeRq_Authrq_DEFAULT
-  }
-return p.Authrq
+	if !p.IsSetAuthrq() {
+		return DataTypeRq_Authrq_DEFAULT
+	}
+	return p.Authrq
 }
 
 func (p *DataTypeRq) GetGroupName() string {
-  return p.GroupName
+	return p.GroupName
 }
 
 func (p *DataTypeRq) GetEnName() string {
-  return p.EnName
+	return p.EnName
 }
 func (p *DataTypeRq) IsSetAuthrq() bool {
-  return p.Authrq != nil
+	return p.Authrq != nil
 }
 
 func (p *DataTypeRq) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-  var issetAuthrq bool = false;
-  var issetGroupName bool = false;
-  var issetEnName bool = false;
+	var issetAuthrq bool = false
+	var issetGroupName bool = false
+	var issetEnName bool = false
 
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-        issetAuthrq = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-        issetGroupName = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 3:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField3(ctx, iprot); err != nil {
-          return err
-        }
-        issetEnName = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  if !issetAuthrq{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Authrq is not set"));
-  }
-  if !issetGroupName{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field GroupName is not set"));
-  }
-  if !issetEnName{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field EnName is not set"));
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetAuthrq = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetGroupName = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetEnName = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetAuthrq {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Authrq is not set"))
+	}
+	if !issetGroupName {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field GroupName is not set"))
+	}
+	if !issetEnName {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field EnName is not set"))
+	}
+	return nil
 }
 
-func (p *DataTypeRq)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Authrq = &AuthRq{}
-  if err := p.Authrq.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Authrq), err)
-  }
-  return nil
+func (p *DataTypeRq) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Authrq = &AuthRq{}
+	if err := p.Authrq.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Authrq), err)
+	}
+	return nil
 }
 
-func (p *DataTypeRq)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.GroupName = v
-}
-  return nil
+func (p *DataTypeRq) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.GroupName = v
+	}
+	return nil
 }
 
-func (p *DataTypeRq)  ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 3: ", err)
-} else {
-  p.EnName = v
-}
-  return nil
+func (p *DataTypeRq) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.EnName = v
+	}
+	return nil
 }
 
 func (p *DataTypeRq) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "DataTypeRq"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-    if err := p.writeField3(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "DataTypeRq"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *DataTypeRq) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "authrq", thrift.STRUCT, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:authrq: ", p), err) }
-  if err := p.Authrq.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Authrq), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:authrq: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "authrq", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:authrq: ", p), err)
+	}
+	if err := p.Authrq.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Authrq), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:authrq: ", p), err)
+	}
+	return err
 }
 
 func (p *DataTypeRq) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "groupName", thrift.STRING, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:groupName: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.GroupName)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.groupName (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:groupName: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "groupName", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:groupName: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.GroupName)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.groupName (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:groupName: ", p), err)
+	}
+	return err
 }
 
 func (p *DataTypeRq) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "enName", thrift.STRING, 3); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:enName: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.EnName)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.enName (3) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 3:enName: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "enName", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:enName: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.EnName)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.enName (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:enName: ", p), err)
+	}
+	return err
 }
 
 func (p *DataTypeRq) Equals(other *DataTypeRq) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if !p.Authrq.Equals(other.Authrq) { return false }
-  if p.GroupName != other.GroupName { return false }
-  if p.EnName != other.EnName { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Authrq.Equals(other.Authrq) {
+		return false
+	}
+	if p.GroupName != other.GroupName {
+		return false
+	}
+	if p.EnName != other.EnName {
+		return false
+	}
+	return true
 }
 
 func (p *DataTypeRq) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("DataTypeRq(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DataTypeRq(%+v)", *p)
 }
 
 // Attributes:
-//  - Authrp
-//  - CodeId
-//  - CnName
+//   - Authrp
+//   - CodeId
+//   - CnName
 type DataTypeRp struct {
-  Authrp *AuthRp `thrift:"authrp,1,required" db:"authrp" json:"authrp"`
-  CodeId int64 `thrift:"codeId,2,required" db:"codeId" json:"codeId"`
-  CnName string `thrift:"CnName,3,required" db:"CnName" json:"CnName"`
+	Authrp *AuthRp `thrift:"authrp,1,required" db:"authrp" json:"authrp"`
+	CodeId int64   `thrift:"codeId,2,required" db:"codeId" json:"codeId"`
+	CnName string  `thrift:"CnName,3,required" db:"CnName" json:"CnName"`
 }
 
 func NewDataTypeRp() *DataTypeRp {
-  return &DataTypeRp{}
+	return &DataTypeRp{}
 }
 
 var DataTypeRp_Authrp_DEFAULT *AuthRp
+
 func (p *DataTypeRp) GetAuthrp() *AuthRp {
-  if !p.IsSetAuthrp() {
-    return DataTypeRp_Authrp_DEFAULT
-  }
-return p.Authrp
+	if !p.IsSetAuthrp() {
+		return DataTypeRp_Authrp_DEFAULT
+	}
+	return p.Authrp
 }
 
 func (p *DataTypeRp) GetCodeId() int64 {
-  return p.CodeId
+	return p.CodeId
 }
 
 func (p *DataTypeRp) GetCnName() string {
-  return p.CnName
+	return p.CnName
 }
 func (p *DataTypeRp) IsSetAuthrp() bool {
-  return p.Authrp != nil
+	return p.Authrp != nil
 }
 
 func (p *DataTypeRp) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-  var issetAuthrp bool = false;
-  var issetCodeId bool = false;
-  var issetCnName bool = false;
+	var issetAuthrp bool = false
+	var issetCodeId bool = false
+	var issetCnName bool = false
 
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-        issetAuthrp = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 2:
-      if fieldTypeId == thrift.I64 {
-        if err := p.ReadField2(ctx, iprot); err != nil {
-          return err
-        }
-        issetCodeId = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    case 3:
-      if fieldTypeId == thrift.STRING {
-        if err := p.ReadField3(ctx, iprot); err != nil {
-          return err
-        }
-        issetCnName = true
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  if !issetAuthrp{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Authrp is not set"));
-  }
-  if !issetCodeId{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field CodeId is not set"));
-  }
-  if !issetCnName{
-    return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field CnName is not set"));
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+				issetAuthrp = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+				issetCodeId = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+				issetCnName = true
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	if !issetAuthrp {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field Authrp is not set"))
+	}
+	if !issetCodeId {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field CodeId is not set"))
+	}
+	if !issetCnName {
+		return thrift.NewTProtocolExceptionWithType(thrift.INVALID_DATA, fmt.Errorf("Required field CnName is not set"))
+	}
+	return nil
 }
 
-func (p *DataTypeRp)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Authrp = &AuthRp{}
-  if err := p.Authrp.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Authrp), err)
-  }
-  return nil
+func (p *DataTypeRp) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Authrp = &AuthRp{}
+	if err := p.Authrp.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Authrp), err)
+	}
+	return nil
 }
 
-func (p *DataTypeRp)  ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadI64(ctx); err != nil {
-  return thrift.PrependError("error reading field 2: ", err)
-} else {
-  p.CodeId = v
-}
-  return nil
+func (p *DataTypeRp) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.CodeId = v
+	}
+	return nil
 }
 
-func (p *DataTypeRp)  ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
-  if v, err := iprot.ReadString(ctx); err != nil {
-  return thrift.PrependError("error reading field 3: ", err)
-} else {
-  p.CnName = v
-}
-  return nil
+func (p *DataTypeRp) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.CnName = v
+	}
+	return nil
 }
 
 func (p *DataTypeRp) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "DataTypeRp"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-    if err := p.writeField2(ctx, oprot); err != nil { return err }
-    if err := p.writeField3(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "DataTypeRp"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *DataTypeRp) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "authrp", thrift.STRUCT, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:authrp: ", p), err) }
-  if err := p.Authrp.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Authrp), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:authrp: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "authrp", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:authrp: ", p), err)
+	}
+	if err := p.Authrp.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Authrp), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:authrp: ", p), err)
+	}
+	return err
 }
 
 func (p *DataTypeRp) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "codeId", thrift.I64, 2); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:codeId: ", p), err) }
-  if err := oprot.WriteI64(ctx, int64(p.CodeId)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.codeId (2) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 2:codeId: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "codeId", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:codeId: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.CodeId)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.codeId (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:codeId: ", p), err)
+	}
+	return err
 }
 
 func (p *DataTypeRp) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "CnName", thrift.STRING, 3); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:CnName: ", p), err) }
-  if err := oprot.WriteString(ctx, string(p.CnName)); err != nil {
-  return thrift.PrependError(fmt.Sprintf("%T.CnName (3) field write error: ", p), err) }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 3:CnName: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "CnName", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:CnName: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.CnName)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.CnName (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:CnName: ", p), err)
+	}
+	return err
 }
 
 func (p *DataTypeRp) Equals(other *DataTypeRp) bool {
-  if p == other {
-    return true
-  } else if p == nil || other == nil {
-    return false
-  }
-  if !p.Authrp.Equals(other.Authrp) { return false }
-  if p.CodeId != other.CodeId { return false }
-  if p.CnName != other.CnName { return false }
-  return true
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if !p.Authrp.Equals(other.Authrp) {
+		return false
+	}
+	if p.CodeId != other.CodeId {
+		return false
+	}
+	if p.CnName != other.CnName {
+		return false
+	}
+	return true
 }
 
 func (p *DataTypeRp) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("DataTypeRp(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DataTypeRp(%+v)", *p)
 }
 
 type Data interface {
-  // Parameters:
-  //  - DataTypeRq
-  DataType(ctx context.Context, dataTypeRq *DataTypeRq) (_r *DataTypeRp, _err error)
+	// Parameters:
+	//  - DataTypeRq
+	DataType(ctx context.Context, dataTypeRq *DataTypeRq) (_r *DataTypeRp, _err error)
 }
 
 type DataClient struct {
-  c thrift.TClient
-  meta thrift.ResponseMeta
+	c    thrift.TClient
+	meta thrift.ResponseMeta
 }
 
 func NewDataClientFactory(t thrift.TTransport, f thrift.TProtocolFactory) *DataClient {
-  return &DataClient{
-    c: thrift.NewTStandardClient(f.GetProtocol(t), f.GetProtocol(t)),
-  }
+	return &DataClient{
+		c: thrift.NewTStandardClient(f.GetProtocol(t), f.GetProtocol(t)),
+	}
 }
 
 func NewDataClientProtocol(t thrift.TTransport, iprot thrift.TProtocol, oprot thrift.TProtocol) *DataClient {
-  return &DataClient{
-    c: thrift.NewTStandardClient(iprot, oprot),
-  }
+	return &DataClient{
+		c: thrift.NewTStandardClient(iprot, oprot),
+	}
 }
 
 func NewDataClient(c thrift.TClient) *DataClient {
-  return &DataClient{
-    c: c,
-  }
+	return &DataClient{
+		c: c,
+	}
 }
 
 func (p *DataClient) Client_() thrift.TClient {
-  return p.c
+	return p.c
 }
 
 func (p *DataClient) LastResponseMeta_() thrift.ResponseMeta {
-  return p.meta
+	return p.meta
 }
 
 func (p *DataClient) SetLastResponseMeta_(meta thrift.ResponseMeta) {
-  p.meta = meta
+	p.meta = meta
 }
 
 // Parameters:
-//  - DataTypeRq
+//   - DataTypeRq
 func (p *DataClient) DataType(ctx context.Context, dataTypeRq *DataTypeRq) (_r *DataTypeRp, _err error) {
-  var _args0 DataDataTypeArgs
-  _args0.DataTypeRq = dataTypeRq
-  var _result2 DataDataTypeResult
-  var _meta1 thrift.ResponseMeta
-  _meta1, _err = p.Client_().Call(ctx, "DataType", &_args0, &_result2)
-  p.SetLastResponseMeta_(_meta1)
-  if _err != nil {
-    return
-  }
-  if _ret3 := _result2.GetSuccess(); _ret3 != nil {
-    return _ret3, nil
-  }
-  return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "DataType failed: unknown result")
+	var _args0 DataDataTypeArgs
+	_args0.DataTypeRq = dataTypeRq
+	var _result2 DataDataTypeResult
+	var _meta1 thrift.ResponseMeta
+	_meta1, _err = p.Client_().Call(ctx, "DataType", &_args0, &_result2)
+	p.SetLastResponseMeta_(_meta1)
+	if _err != nil {
+		return
+	}
+	if _ret3 := _result2.GetSuccess(); _ret3 != nil {
+		return _ret3, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "DataType failed: unknown result")
 }
 
 type DataProcessor struct {
-  processorMap map[string]thrift.TProcessorFunction
-  handler Data
+	processorMap map[string]thrift.TProcessorFunction
+	handler      Data
 }
 
 func (p *DataProcessor) AddToProcessorMap(key string, processor thrift.TProcessorFunction) {
-  p.processorMap[key] = processor
+	p.processorMap[key] = processor
 }
 
 func (p *DataProcessor) GetProcessorFunction(key string) (processor thrift.TProcessorFunction, ok bool) {
-  processor, ok = p.processorMap[key]
-  return processor, ok
+	processor, ok = p.processorMap[key]
+	return processor, ok
 }
 
 func (p *DataProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
-  return p.processorMap
+	return p.processorMap
 }
 
 func NewDataProcessor(handler Data) *DataProcessor {
 
-  self4 := &DataProcessor{handler:handler, processorMap:make(map[string]thrift.TProcessorFunction)}
-  self4.processorMap["DataType"] = &dataProcessorDataType{handler:handler}
-return self4
+	self4 := &DataProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self4.processorMap["DataType"] = &dataProcessorDataType{handler: handler}
+	return self4
 }
 
 func (p *DataProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-  name, _, seqId, err2 := iprot.ReadMessageBegin(ctx)
-  if err2 != nil { return false, thrift.WrapTException(err2) }
-  if processor, ok := p.GetProcessorFunction(name); ok {
-    return processor.Process(ctx, seqId, iprot, oprot)
-  }
-  iprot.Skip(ctx, thrift.STRUCT)
-  iprot.ReadMessageEnd(ctx)
-  x5 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function " + name)
-  oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-  x5.Write(ctx, oprot)
-  oprot.WriteMessageEnd(ctx)
-  oprot.Flush(ctx)
-  return false, x5
+	name, _, seqId, err2 := iprot.ReadMessageBegin(ctx)
+	if err2 != nil {
+		return false, thrift.WrapTException(err2)
+	}
+	if processor, ok := p.GetProcessorFunction(name); ok {
+		return processor.Process(ctx, seqId, iprot, oprot)
+	}
+	iprot.Skip(ctx, thrift.STRUCT)
+	iprot.ReadMessageEnd(ctx)
+	x5 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
+	x5.Write(ctx, oprot)
+	oprot.WriteMessageEnd(ctx)
+	oprot.Flush(ctx)
+	return false, x5
 
 }
 
 type dataProcessorDataType struct {
-  handler Data
+	handler Data
 }
 
 func (p *dataProcessorDataType) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-  var _write_err6 error
-  args := DataDataTypeArgs{}
-  if err2 := args.Read(ctx, iprot); err2 != nil {
-    iprot.ReadMessageEnd(ctx)
-    x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
-    oprot.WriteMessageBegin(ctx, "DataType", thrift.EXCEPTION, seqId)
-    x.Write(ctx, oprot)
-    oprot.WriteMessageEnd(ctx)
-    oprot.Flush(ctx)
-    return false, thrift.WrapTException(err2)
-  }
-  iprot.ReadMessageEnd(ctx)
+	var _write_err6 error
+	args := DataDataTypeArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "DataType", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
 
-  tickerCancel := func() {}
-  // Start a goroutine to do server side connectivity check.
-  if thrift.ServerConnectivityCheckInterval > 0 {
-    var cancel context.CancelFunc
-    ctx, cancel = context.WithCancel(ctx)
-    defer cancel()
-    var tickerCtx context.Context
-    tickerCtx, tickerCancel = context.WithCancel(context.Background())
-    defer tickerCancel()
-    go func(ctx context.Context, cancel context.CancelFunc) {
-      ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
-      defer ticker.Stop()
-      for {
-        select {
-        case <-ctx.Done():
-          return
-        case <-ticker.C:
-          if !iprot.Transport().IsOpen() {
-            cancel()
-            return
-          }
-        }
-      }
-    }(tickerCtx, cancel)
-  }
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
 
-  result := DataDataTypeResult{}
-  if retval, err2 := p.handler.DataType(ctx, args.DataTypeRq); err2 != nil {
-    tickerCancel()
-    err = thrift.WrapTException(err2)
-    if errors.Is(err2, thrift.ErrAbandonRequest) {
-      return false, thrift.WrapTException(err2)
-    }
-    _exc7 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing DataType: " + err2.Error())
-    if err2 := oprot.WriteMessageBegin(ctx, "DataType", thrift.EXCEPTION, seqId); err2 != nil {
-      _write_err6 = thrift.WrapTException(err2)
-    }
-    if err2 := _exc7.Write(ctx, oprot); _write_err6 == nil && err2 != nil {
-      _write_err6 = thrift.WrapTException(err2)
-    }
-    if err2 := oprot.WriteMessageEnd(ctx); _write_err6 == nil && err2 != nil {
-      _write_err6 = thrift.WrapTException(err2)
-    }
-    if err2 := oprot.Flush(ctx); _write_err6 == nil && err2 != nil {
-      _write_err6 = thrift.WrapTException(err2)
-    }
-    if _write_err6 != nil {
-      return false, thrift.WrapTException(_write_err6)
-    }
-    return true, err
-  } else {
-    result.Success = retval
-  }
-  tickerCancel()
-  if err2 := oprot.WriteMessageBegin(ctx, "DataType", thrift.REPLY, seqId); err2 != nil {
-    _write_err6 = thrift.WrapTException(err2)
-  }
-  if err2 := result.Write(ctx, oprot); _write_err6 == nil && err2 != nil {
-    _write_err6 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.WriteMessageEnd(ctx); _write_err6 == nil && err2 != nil {
-    _write_err6 = thrift.WrapTException(err2)
-  }
-  if err2 := oprot.Flush(ctx); _write_err6 == nil && err2 != nil {
-    _write_err6 = thrift.WrapTException(err2)
-  }
-  if _write_err6 != nil {
-    return false, thrift.WrapTException(_write_err6)
-  }
-  return true, err
+	result := DataDataTypeResult{}
+	if retval, err2 := p.handler.DataType(ctx, args.DataTypeRq); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		if errors.Is(err2, thrift.ErrAbandonRequest) {
+			return false, thrift.WrapTException(err2)
+		}
+		_exc7 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing DataType: "+err2.Error())
+		if err2 := oprot.WriteMessageBegin(ctx, "DataType", thrift.EXCEPTION, seqId); err2 != nil {
+			_write_err6 = thrift.WrapTException(err2)
+		}
+		if err2 := _exc7.Write(ctx, oprot); _write_err6 == nil && err2 != nil {
+			_write_err6 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.WriteMessageEnd(ctx); _write_err6 == nil && err2 != nil {
+			_write_err6 = thrift.WrapTException(err2)
+		}
+		if err2 := oprot.Flush(ctx); _write_err6 == nil && err2 != nil {
+			_write_err6 = thrift.WrapTException(err2)
+		}
+		if _write_err6 != nil {
+			return false, thrift.WrapTException(_write_err6)
+		}
+		return true, err
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "DataType", thrift.REPLY, seqId); err2 != nil {
+		_write_err6 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err6 == nil && err2 != nil {
+		_write_err6 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err6 == nil && err2 != nil {
+		_write_err6 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err6 == nil && err2 != nil {
+		_write_err6 = thrift.WrapTException(err2)
+	}
+	if _write_err6 != nil {
+		return false, thrift.WrapTException(_write_err6)
+	}
+	return true, err
 }
-
 
 // HELPER FUNCTIONS AND STRUCTURES
 
 // Attributes:
-//  - DataTypeRq
+//   - DataTypeRq
 type DataDataTypeArgs struct {
-  DataTypeRq *DataTypeRq `thrift:"dataTypeRq,1" db:"dataTypeRq" json:"dataTypeRq"`
+	DataTypeRq *DataTypeRq `thrift:"dataTypeRq,1" db:"dataTypeRq" json:"dataTypeRq"`
 }
 
 func NewDataDataTypeArgs() *DataDataTypeArgs {
-  return &DataDataTypeArgs{}
+	return &DataDataTypeArgs{}
 }
 
 var DataDataTypeArgs_DataTypeRq_DEFAULT *DataTypeRq
+
 func (p *DataDataTypeArgs) GetDataTypeRq() *DataTypeRq {
-  if !p.IsSetDataTypeRq() {
-    return DataDataTypeArgs_DataTypeRq_DEFAULT
-  }
-return p.DataTypeRq
+	if !p.IsSetDataTypeRq() {
+		return DataDataTypeArgs_DataTypeRq_DEFAULT
+	}
+	return p.DataTypeRq
 }
 func (p *DataDataTypeArgs) IsSetDataTypeRq() bool {
-  return p.DataTypeRq != nil
+	return p.DataTypeRq != nil
 }
 
 func (p *DataDataTypeArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 1:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField1(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *DataDataTypeArgs)  ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
-  p.DataTypeRq = &DataTypeRq{}
-  if err := p.DataTypeRq.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.DataTypeRq), err)
-  }
-  return nil
+func (p *DataDataTypeArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.DataTypeRq = &DataTypeRq{}
+	if err := p.DataTypeRq.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.DataTypeRq), err)
+	}
+	return nil
 }
 
 func (p *DataDataTypeArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "DataType_args"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField1(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "DataType_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *DataDataTypeArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if err := oprot.WriteFieldBegin(ctx, "dataTypeRq", thrift.STRUCT, 1); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:dataTypeRq: ", p), err) }
-  if err := p.DataTypeRq.Write(ctx, oprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.DataTypeRq), err)
-  }
-  if err := oprot.WriteFieldEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write field end error 1:dataTypeRq: ", p), err) }
-  return err
+	if err := oprot.WriteFieldBegin(ctx, "dataTypeRq", thrift.STRUCT, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:dataTypeRq: ", p), err)
+	}
+	if err := p.DataTypeRq.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.DataTypeRq), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:dataTypeRq: ", p), err)
+	}
+	return err
 }
 
 func (p *DataDataTypeArgs) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("DataDataTypeArgs(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DataDataTypeArgs(%+v)", *p)
 }
 
 // Attributes:
-//  - Success
+//   - Success
 type DataDataTypeResult struct {
-  Success *DataTypeRp `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Success *DataTypeRp `thrift:"success,0" db:"success" json:"success,omitempty"`
 }
 
 func NewDataDataTypeResult() *DataDataTypeResult {
-  return &DataDataTypeResult{}
+	return &DataDataTypeResult{}
 }
 
 var DataDataTypeResult_Success_DEFAULT *DataTypeRp
+
 func (p *DataDataTypeResult) GetSuccess() *DataTypeRp {
-  if !p.IsSetSuccess() {
-    return DataDataTypeResult_Success_DEFAULT
-  }
-return p.Success
+	if !p.IsSetSuccess() {
+		return DataDataTypeResult_Success_DEFAULT
+	}
+	return p.Success
 }
 func (p *DataDataTypeResult) IsSetSuccess() bool {
-  return p.Success != nil
+	return p.Success != nil
 }
 
 func (p *DataDataTypeResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
-  if _, err := iprot.ReadStructBegin(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
-  }
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
 
-
-  for {
-    _, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
-    if err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
-    }
-    if fieldTypeId == thrift.STOP { break; }
-    switch fieldId {
-    case 0:
-      if fieldTypeId == thrift.STRUCT {
-        if err := p.ReadField0(ctx, iprot); err != nil {
-          return err
-        }
-      } else {
-        if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-          return err
-        }
-      }
-    default:
-      if err := iprot.Skip(ctx, fieldTypeId); err != nil {
-        return err
-      }
-    }
-    if err := iprot.ReadFieldEnd(ctx); err != nil {
-      return err
-    }
-  }
-  if err := iprot.ReadStructEnd(ctx); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
-  }
-  return nil
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
 }
 
-func (p *DataDataTypeResult)  ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
-  p.Success = &DataTypeRp{}
-  if err := p.Success.Read(ctx, iprot); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
-  }
-  return nil
+func (p *DataDataTypeResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &DataTypeRp{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
 }
 
 func (p *DataDataTypeResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
-  if err := oprot.WriteStructBegin(ctx, "DataType_result"); err != nil {
-    return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err) }
-  if p != nil {
-    if err := p.writeField0(ctx, oprot); err != nil { return err }
-  }
-  if err := oprot.WriteFieldStop(ctx); err != nil {
-    return thrift.PrependError("write field stop error: ", err) }
-  if err := oprot.WriteStructEnd(ctx); err != nil {
-    return thrift.PrependError("write struct stop error: ", err) }
-  return nil
+	if err := oprot.WriteStructBegin(ctx, "DataType_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
 }
 
 func (p *DataDataTypeResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
-  if p.IsSetSuccess() {
-    if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err) }
-    if err := p.Success.Write(ctx, oprot); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
-    }
-    if err := oprot.WriteFieldEnd(ctx); err != nil {
-      return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err) }
-  }
-  return err
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
 }
 
 func (p *DataDataTypeResult) String() string {
-  if p == nil {
-    return "<nil>"
-  }
-  return fmt.Sprintf("DataDataTypeResult(%+v)", *p)
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("DataDataTypeResult(%+v)", *p)
 }
-
-
