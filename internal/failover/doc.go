@@ -1,0 +1,35 @@
+// Package failover holds end-to-end tests of inlet's promise, no
+// acknowledged event lost, across broker failures on a real replicated
+// Kafka: a 3-node KRaft cluster of the tests' own (testkit.Cluster,
+// replication 3, min.insync.replicas=2), the built `inlet serve` binary with
+// --ack kafka and --ack spool side by side, and the load and loss check of
+// `inlet verify` (internal/verify) sent through a recording proxy that
+// measures what the clients saw: answers by status, 503s without
+// Retry-After, the slowest answer and the gaps in acknowledgements.
+//
+// The scenarios run one after the other on one cluster, every node
+// restored between them:
+//
+//   - leader kill: the leader of the busiest partition of the events topic
+//     killed with SIGKILL three times, each time restarted after 10 s;
+//   - two down: two of the three nodes killed for 20 s (fewer replicas than
+//     min.insync.replicas, and no controller quorum): --ack kafka answers
+//     503 with Retry-After within its produce timeout, --ack spool answers
+//     200 and delivers everything after recovery, and /readyz says which;
+//   - rolling restart: every node stopped (SIGTERM) and started in turn,
+//     each back in the ISR before the next.
+//
+// Each scenario logs a line starting "failover summary:" per gateway (lost,
+// duplicates, longest time without a 2xx, answers); with
+// INLET_FAILOVER_SUMMARY=FILE the lines are also appended to FILE
+// (scripts/bench-cluster.sh reads them).
+//
+// The package has no non-test code. It is skipped with -short and without
+// INLET_TEST_KAFKA_SCRIPT (make test sets it). It takes about 5 to 8
+// minutes (cluster start 30-80 s, then about 2 minutes per scenario on a
+// busy 2-core machine) and three JVMs of up to 384 MB heap each: give it
+// -timeout 15m or more when run alone, e.g.
+//
+//	source /tmp/inlet-test-env.sh
+//	go test -race -count=1 -timeout 15m -v ./internal/failover/
+package failover
