@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -388,9 +389,9 @@ func (c *Catalog) grpcLookup(ctx context.Context, name string) Result {
 	}
 	st, _ := status.FromError(err)
 	switch code := st.Code(); {
-	case (code == codes.DeadlineExceeded || code == codes.Canceled) && ctx.Err() != nil:
+	case (code == codes.DeadlineExceeded || code == codes.Canceled) && ctxOver(ctx):
 		// The client's own deadline or cancellation, not the server's answer.
-		res.Err = fmt.Errorf("%w: %s", ctx.Err(), st.Message())
+		res.Err = fmt.Errorf("%w: %s", cmp.Or(ctx.Err(), context.DeadlineExceeded), st.Message())
 	case code == codes.Unavailable && isConnError(st.Message()):
 		res.Err = grpcConnError(st.Message())
 	default:
@@ -400,6 +401,17 @@ func (c *Catalog) grpcLookup(ctx context.Context, name string) Result {
 		}
 	}
 	return res
+}
+
+// ctxOver says whether ctx is done or its deadline has passed: on a busy
+// machine the server's answer to the deadline the call carried may come
+// before ctx's own timer has fired.
+func ctxOver(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // isConnError says whether an Unavailable status is grpc-go's own for a
@@ -491,8 +503,11 @@ func (c *Catalog) thriftLookup(ctx context.Context, name string) Result {
 		_ = tc.conn.SetDeadline(deadline)
 		tc.deadline = deadline
 	}
-	stop := context.AfterFunc(ctx, func() { _ = tc.conn.SetDeadline(aLongTimeAgo) })
-	// (A connection cut by ctx is not kept: its deadline needs no reset.)
+	// A connection cut by ctx is not kept (stop reports false): its deadline
+	// needs no reset. The func has the connection itself, not tc, which
+	// the deferred return to the pool sets to nil, maybe while it runs.
+	conn := tc.conn
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(aLongTimeAgo) })
 	defer stop()
 	id, token, presented, first := c.credentials(ctx)
 	if first {
