@@ -193,8 +193,11 @@ func TestWorkerEcho(t *testing.T) {
 	got := replies.read(t, n, 10*time.Second, true)
 	d := time.Since(start)
 	t.Logf("%d requests answered in %v", n, d)
-	if d > 2*time.Second {
-		t.Errorf("%d requests of 50–100 ms took %v: want under 2 s (handled concurrently)", n, d)
+	// One at a time they take about 15 s (200 × 75 ms); concurrently well
+	// under 1 s on a quiet machine. 7.5 s is half the serial time, wide
+	// enough for a machine loaded many times over (5.2 s seen at load 47).
+	if d > 7500*time.Millisecond {
+		t.Errorf("%d requests of 50–100 ms took %v: want under 7.5 s, half the time of one at a time (handled concurrently)", n, d)
 	}
 	seen := map[string]bool{}
 	for _, r := range got {
