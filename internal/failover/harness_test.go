@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -132,8 +133,12 @@ type recorder struct {
 	name string
 	srv  *httptest.Server
 
+	// stopping is set when the load stops: the requests it abandons then
+	// are not counted.
+	stopping atomic.Bool
+
 	mu       sync.Mutex
-	status   map[string]int // "200", "503", or "proxy: <error>"
+	status   map[string]int // "200", "503", "client gave up", "proxy: no answer"
 	noRetry  int            // 503s without Retry-After
 	slowest  time.Duration
 	slowAt   time.Time
@@ -143,7 +148,8 @@ type recorder struct {
 	maxGap   gap
 }
 
-// gap is a time during which no request was answered 2xx.
+// gap is a span of time: one in which no request was answered 2xx, or a
+// failure from its start to the recovery.
 type gap struct{ from, to time.Time }
 
 func (g gap) d() time.Duration { return g.to.Sub(g.from) }
@@ -195,6 +201,9 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 func (r *recorder) record(start time.Time, w *statusWriter, ctxErr error) {
+	if ctxErr != nil && r.stopping.Load() {
+		return // abandoned by the load's stop
+	}
 	now := time.Now()
 	took := now.Sub(start)
 	r.mu.Lock()
@@ -259,15 +268,17 @@ func (a answers) non2xx() int {
 	return n
 }
 
-// gapAround returns the gap without a 2xx that holds t, or zero if 2xx
-// answers came at least every second around t.
-func (a answers) gapAround(t time.Time) time.Duration {
+// longestIn returns the longest gap without a 2xx that overlaps w (a
+// failure, from its start to the recovery), or 0 if 2xx answers kept
+// coming at least every second during w.
+func (a answers) longestIn(w gap) time.Duration {
+	var d time.Duration
 	for _, g := range a.gaps {
-		if !t.Before(g.from) && !t.After(g.to) {
-			return g.d()
+		if g.to.After(w.from) && g.from.Before(w.to) {
+			d = max(d, g.d())
 		}
 	}
-	return 0
+	return d
 }
 
 func (a answers) statusString() string {
@@ -317,6 +328,7 @@ func startLoad(t *testing.T, g *gateway) *load {
 // stop ends the load; requests in flight are abandoned (and count as not
 // acknowledged).
 func (l *load) stop() {
+	l.g.rec.stopping.Store(true)
 	l.cancel()
 	if err, ok := <-l.done; ok {
 		close(l.done)
@@ -353,7 +365,10 @@ type outcome struct {
 // for the spool gateways to forward everything, and checks each load with
 // verify: no acknowledged event may be missing from the topic. It logs and
 // returns what was measured, in the order of loads.
-func finish(t *testing.T, c *testkit.KafkaCluster, scenario string, failures []time.Time, loads ...*load) []outcome {
+//
+// failures are the times from each failure to the recovery (every replica
+// back in sync): the summary gives the longest gap without a 2xx in each.
+func finish(t *testing.T, c *testkit.KafkaCluster, scenario string, failures []gap, loads ...*load) []outcome {
 	t.Helper()
 	for _, l := range loads {
 		l.stop()
@@ -369,7 +384,7 @@ func finish(t *testing.T, c *testkit.KafkaCluster, scenario string, failures []t
 }
 
 // check reads the topic back for l's run, after finish stopped the loads.
-func (l *load) check(t *testing.T, c *testkit.KafkaCluster, scenario string, kills []time.Time) outcome {
+func (l *load) check(t *testing.T, c *testkit.KafkaCluster, scenario string, failures []gap) outcome {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -388,15 +403,19 @@ func (l *load) check(t *testing.T, c *testkit.KafkaCluster, scenario string, kil
 	for _, n := range all {
 		o.dups += n - 1
 	}
-	var perKill []string
-	for _, k := range kills {
-		perKill = append(perKill, o.answers.gapAround(k).Round(time.Millisecond).String())
+	var during []string
+	for _, w := range failures {
+		d := "<1s"
+		if g := o.answers.longestIn(w); g > 0 {
+			d = g.Round(time.Millisecond).String()
+		}
+		during = append(during, d)
 	}
 	line := fmt.Sprintf("failover summary: %s ack=%s: sent %d, acknowledged %d, delivered %d, lost %d, duplicates %d, delivered unacknowledged %d; longest time without a 2xx %v",
 		scenario, l.g.ack, rep.Sent, rep.Acknowledged, rep.Delivered, rep.Lost, o.dups, rep.DeliveredUnacknowledged,
 		o.answers.maxGap.d().Round(time.Millisecond))
-	if len(kills) > 0 {
-		line += fmt.Sprintf(" (around each failure: %s)", strings.Join(perKill, ", "))
+	if len(failures) > 0 {
+		line += fmt.Sprintf(" (during each failure, until every replica was back in sync: %s)", strings.Join(during, ", "))
 	}
 	line += fmt.Sprintf("; slowest answer %v; answers %s; 503 without Retry-After %d", o.answers.slowest.Round(time.Millisecond),
 		o.answers.statusString(), o.answers.noRetry)
