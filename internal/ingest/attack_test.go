@@ -335,13 +335,16 @@ func TestBodyIdleTimeout(t *testing.T) {
 	}
 	testkit.WaitFor(t, 5*time.Second, "the budget given back", func() bool { return h.s.budget.Used() == 0 })
 
-	// A byte every 25 ms: longer than the idle timeout in all, but
-	// never idle for it.
+	// A byte every 50 ms: longer than the idle timeout in all, but never
+	// idle for it. Its own server with a 1 s idle timeout, so that only a
+	// stall of 20 times the pace fails it (a 200 ms gap was seen on a
+	// machine at load 47).
+	h = newHarness(t, func(c *Config) { c.BodyIdleTimeout = time.Second })
 	pr, pw := io.Pipe()
 	go func() {
 		defer pw.Close()
-		for _, b := range []byte(`[{"event":"slow"}]`) {
-			time.Sleep(25 * time.Millisecond)
+		for _, b := range []byte(`[{"event":"slow","props":{"pace":"a byte per 50ms"}}]`) {
+			time.Sleep(50 * time.Millisecond)
 			if _, err := pw.Write([]byte{b}); err != nil {
 				return
 			}
