@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# The catalog's benchmarks for BENCHMARKS.md, in one run:
+#   1. cached-hit inf.Data/DataType lookups over gRPC and Thrift against
+#      `inlet catalog serve` (closed loop, interleaved rounds, medians), then
+#      an open loop of each at half its median max rate (p99 there);
+#   2. ingest with --catalog (mode open, embedded store, names cached) against
+#      without, and with --catalog --auth (Bearer session token), through
+#      `inlet serve --ack kafka` on a real Kafka broker of its own, interleaved
+#      rounds, medians.
+#
+# Pinning (this machine has 2 cores): the server under test on core 0 with
+# GOMAXPROCS=1; the load generator (and Kafka) on core 1. Loopback only.
+#
+# Usage: scripts/bench-catalog.sh   (env: ROUNDS=3 DURATION=10s WARMUP=2s
+#        CONNS=4 CONCURRENCY=64 KEYS=1000 HTTP_CONNS=64 EVENTS=5 SKIP_INGEST=)
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+ROUNDS="${ROUNDS:-3}"
+DURATION="${DURATION:-10s}"
+WARMUP="${WARMUP:-2s}"
+CONNS="${CONNS:-4}"
+CONCURRENCY="${CONCURRENCY:-64}"
+KEYS="${KEYS:-1000}"
+HTTP_CONNS="${HTTP_CONNS:-64}"
+EVENTS="${EVENTS:-5}"
+WORK="$(mktemp -d)"
+export KAFKA_DIR="$WORK/kafka"
+
+log() { echo "bench-catalog: $*" >&2; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+log "building inlet"
+CGO_ENABLED=0 go build -o "$WORK/inlet" ./cmd/inlet
+I="$WORK/inlet"
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+	scripts/kafka.sh stop >/dev/null 2>&1 || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$I" clients add --file "$WORK/clients.json" bench >"$WORK/bench.secret" 2>/dev/null
+head -c 48 /dev/urandom >"$WORK/token.key"
+
+echo "## catalog lookups (cached hits), $(nproc) cores, $(uname -r), $(date -u +%FT%TZ)"
+taskset -c 0 env GOMAXPROCS=1 "$I" catalog serve --clients "$WORK/clients.json" --auth-token-key-file "$WORK/token.key" \
+	--data-dir "$WORK/cat" --grpc-listen 127.0.0.1:19590 --thrift-listen 127.0.0.1:19591 --log-level warn >"$WORK/catalog.log" 2>&1 &
+PIDS+=($!)
+CAT_PID=$!
+for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/19591) 2>/dev/null && break; sleep 0.1; done
+common=(--client-id bench --secret-file "$WORK/bench.secret" --keys "$KEYS" --connections "$CONNS")
+declare -A rps p99
+for r in $(seq 1 "$ROUNDS"); do
+	order="grpc thrift"
+	[ $((r % 2)) -eq 0 ] && order="thrift grpc"
+	for proto in $order; do
+		port=19590
+		[ "$proto" = thrift ] && port=19591
+		taskset -c 1 "$I" bench "$proto" --target "127.0.0.1:$port" "${common[@]}" --concurrency "$CONCURRENCY" \
+			--duration "$DURATION" --warmup "$WARMUP" --json "$WORK/$proto-$r.json" >/dev/null 2>&1
+		rps[$proto]+="$(json "$WORK/$proto-$r.json" "d['requests_per_s']") "
+		p99[$proto]+="$(json "$WORK/$proto-$r.json" "d['latency']['p99_ms']") "
+		log "round $r $proto: $(json "$WORK/$proto-$r.json" "round(d['requests_per_s'])") lookups/s"
+	done
+done
+printf '| | lookups/s (closed loop, median of %s) | p99 ms there | p99 ms at half that rate (open loop) | rounds |\n|---|---|---|---|---|\n' "$ROUNDS"
+for proto in grpc thrift; do
+	m="$(echo "${rps[$proto]}" | tr ' ' '\n' | grep . | median)"
+	mp="$(echo "${p99[$proto]}" | tr ' ' '\n' | grep . | median)"
+	half="$(printf '%.0f' "$(echo "$m / 2" | bc -l)")"
+	port=19590
+	[ "$proto" = thrift ] && port=19591
+	taskset -c 1 "$I" bench "$proto" --target "127.0.0.1:$port" "${common[@]}" --rate "$half" \
+		--duration "$DURATION" --warmup "$WARMUP" --json "$WORK/$proto-half.json" >/dev/null 2>&1
+	hp="$(json "$WORK/$proto-half.json" "d['latency']['p99_ms']")"
+	printf '| %s | %.0f | %.2f | %.2f at %s/s | %s |\n' "$proto" "$m" "$mp" "$hp" "$half" "$(echo "${rps[$proto]}" | xargs printf '%.0f ')"
+done
+echo "server peak RSS: $(awk '/VmHWM/ {print int($2/1024)" MB"}' "/proc/$CAT_PID/status")"
+kill "$CAT_PID"; wait "$CAT_PID" 2>/dev/null || true
+
+[ -n "${SKIP_INGEST:-}" ] && exit 0
+echo
+echo "## ingest with and without the catalog (--ack kafka, $EVENTS events of ~100 B per request)"
+BROKERS="$(taskset -c 1 scripts/kafka.sh start | tail -n 1)"
+body="["
+for i in $(seq 1 "$EVENTS"); do
+	[ "$i" -gt 1 ] && body+=","
+	body+="{\"event\":\"page_view_$i\",\"uid\":\"user-$i\",\"props\":{\"path\":\"/products/12$i\",\"ref\":\"home\"}}"
+done
+body+="]"
+printf '%s' "$body" >"$WORK/body.json"
+declare -A irps
+port=19600
+for r in $(seq 1 "$ROUNDS"); do
+	for mode in off catalog catalog+auth; do
+		port=$((port + 1))
+		args=(--ack kafka --brokers "$BROKERS" --topic "bench-cat" --data-dir "$WORK/d-$mode" --listen "127.0.0.1:$port" --log-level warn)
+		hdr=()
+		case $mode in
+		catalog) args+=(--catalog) ;;
+		catalog+auth)
+			args+=(--catalog --auth --clients "$WORK/clients.json" --auth-token-key-file "$WORK/token.key")
+			hdr=(--header "Authorization: Bearer $(cat "$WORK/bench.secret")")
+			;;
+		esac
+		taskset -c 0 env GOMAXPROCS=1 "$I" serve "${args[@]}" >"$WORK/serve-$mode.log" 2>&1 &
+		SP=$!
+		PIDS+=($SP)
+		for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
+		taskset -c 1 "$I" bench http --target "http://127.0.0.1:$port/v1/batch" --method POST --body-file "$WORK/body.json" \
+			--header 'Content-Type: application/json' "${hdr[@]}" --connections "$HTTP_CONNS" --concurrency "$HTTP_CONNS" \
+			--events "$EVENTS" --duration "$DURATION" --warmup "$WARMUP" --json "$WORK/http-$mode-$r.json" >/dev/null 2>&1
+		kill "$SP"; wait "$SP" 2>/dev/null || true
+		irps[$mode]+="$(json "$WORK/http-$mode-$r.json" "d['requests_per_s']") "
+		log "round $r $mode: $(json "$WORK/http-$mode-$r.json" "round(d['requests_per_s'])") req/s, ok $(json "$WORK/http-$mode-$r.json" "d['success_ratio']")"
+	done
+done
+off="$(echo "${irps[off]}" | tr ' ' '\n' | grep . | median)"
+printf '| ingest | req/s (median of %s) | vs off | rounds |\n|---|---|---|---|\n' "$ROUNDS"
+for mode in off catalog catalog+auth; do
+	m="$(echo "${irps[$mode]}" | tr ' ' '\n' | grep . | median)"
+	printf '| %s | %.0f | %.2fx | %s |\n' "$mode" "$m" "$(echo "$m / $off" | bc -l)" "$(echo "${irps[$mode]}" | xargs printf '%.0f ')"
+done
