@@ -34,6 +34,17 @@
 // of every route, http.go bounds the requests served at once and the time
 // a client has to read its answer.
 //
+// # Security
+//
+// Every Kafka client of the gateway (the events producer and its batch
+// limit, the forwarder, the readiness check, the request producer and the
+// reply consumer) uses Config.Kafka.Security: the --kafka-tls* and
+// --kafka-sasl* flags every inlet command shares. Clients may connect over
+// HTTPS (tls.go): --tls-cert and --tls-key, on --listen, or on
+// --tls-listen with --listen staying plain (HTTP/1.1 and h2c); the
+// certificate is reloaded on SIGHUP (ReloadTLS) and when its files change,
+// through tls.Config.GetCertificate, so no connection is dropped.
+//
 // # Lifecycle
 //
 // Start starts, in order: the development broker (without Brokers), the
@@ -57,7 +68,11 @@
 // the spool absorbs it); with ack=kafka and ack=none, while Kafka answered
 // the last metadata request and the last records produced did not fail
 // (kafkacheck.go). It is 503 with the reason otherwise, and from the start
-// of Shutdown. It reports the catalog's store (catalog.healthy) but never
+// of Shutdown. With every ack mode it is 503 while the brokers refuse the
+// gateway's TLS or SASL settings (a wrong password, an unknown CA, a
+// client certificate refused or expired: nothing a wait mends), naming the
+// cause; the gateway starts anyway, and with ack=spool takes events into
+// the spool, sent once the settings are fixed and it restarted. It reports the catalog's store (catalog.healthy) but never
 // turns 503 for it: ingest fails open. /healthz is 503 only once the spool failed for good (an
 // fsync failed): a restart is the cure.
 package gateway
