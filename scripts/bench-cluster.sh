@@ -79,18 +79,26 @@ BROKERS[cluster]="$(KAFKA_DIR="$CLUSTER_DIR" taskset -c 1 scripts/kafka-cluster.
 log "single broker ${BROKERS[single]}; cluster ${BROKERS[cluster]}"
 
 # start_server NAME PORT ARGS...: inlet serve ARGS on core 0 with
-# GOMAXPROCS=1; waits until it is ready.
+# GOMAXPROCS=1; waits until it is ready and has had one event acknowledged
+# (so that the topic exists and has leaders: creating a replicated topic is
+# not what is measured).
 start_server() {
-	local name="$1" port="$2"
+	local name="$1" port="$2" i
 	shift 2
 	taskset -c 0 env GOMAXPROCS=1 "$WORK/inlet" serve --listen "127.0.0.1:$port" "$@" >"$OUT/$name.log" 2>&1 &
 	SERVER_PID=$!
-	for _ in $(seq 1 300); do
-		curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && return 0
+	for ((i = 0; ; i++)); do
+		curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && break
 		kill -0 "$SERVER_PID" 2>/dev/null || die "$name exited at start; see $OUT/$name.log"
+		((i < 300)) || die "$name was not ready on port $port within 60 s; see $OUT/$name.log"
 		sleep 0.2
 	done
-	die "$name was not ready on port $port within 60 s; see $OUT/$name.log"
+	for ((i = 0; ; i++)); do
+		curl -sf -o /dev/null -m 15 -H 'Content-Type: application/json' --data '[{"event":"bench_cluster_warm"}]' \
+			"http://127.0.0.1:$port/v1/batch" && return 0
+		((i < 60)) || die "$name acknowledged no event within a minute; see $OUT/$name.log"
+		sleep 1
+	done
 }
 
 stop_server() {
