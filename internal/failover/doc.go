@@ -24,8 +24,9 @@
 // INLET_FAILOVER_SUMMARY=FILE the lines are also appended to FILE
 // (scripts/bench-cluster.sh reads them).
 //
-// The package has no non-test code. It is skipped with -short and without
-// INLET_TEST_KAFKA_SCRIPT (make test sets it). Its time is mostly Kafka
+// The package has no non-test code. TestRecorder checks the proxy against
+// a fake gateway in a few seconds; TestFailover, the scenarios, is skipped
+// with -short and without INLET_TEST_KAFKA_SCRIPT (make test sets it). Its time is mostly Kafka
 // nodes starting again (8 restarts, 20 s to well over a minute each on a
 // busy machine): an estimated 6 to 8 minutes on a quiet 2-core machine; 13
 // minutes measured at a load average of 50 (leader kill 209 s, two down 132 s,
