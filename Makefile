@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/inlet-dev/inlet/internal/app.Version=$(VERSION)
 
-.PHONY: build generate run test test-short fuzz bench bench-go services-start services-stop clean
+.PHONY: build generate run test test-cluster test-short fuzz bench bench-go services-start services-stop clean
 
 ## build: a static binary ./inlet (no cgo)
 build:
@@ -20,6 +20,10 @@ run:
 ## test: every test, against a real Kafka broker and Redis that it installs, starts and stops
 test:
 	scripts/test.sh
+
+## test-cluster: only the 3-node Kafka cluster tests (TLS, SASL, failover), one package at a time (make test runs them too)
+test-cluster:
+	scripts/cluster-tests.sh
 
 ## test-short: unit and end-to-end tests on the in-process development broker, no services
 test-short:

@@ -2,7 +2,8 @@
 # Runs every test of inlet against real services, on a fresh machine too:
 # installs and starts Apache Kafka (single-node KRaft, from Maven Central)
 # and Redis (Debian's redis-server), runs gofmt, go vet and go test -race,
-# then stops the services, whether the tests passed or not.
+# then the 3-node cluster tests (scripts/cluster-tests.sh), then the web
+# tests, and stops the services, whether the tests passed or not.
 #
 # Usage: scripts/test.sh [go test flags...]     (default: -race -count=1 ./...)
 set -euo pipefail
@@ -43,10 +44,20 @@ echo "== go test" >&2
 # Packages run in parallel: tests that stop Kafka start private brokers
 # of their own (testkit.HaltableKafka, through INLET_TEST_KAFKA_SCRIPT), so
 # none stops the broker the others share.
+cluster_phase=0
 if [ $# -eq 0 ]; then
 	set -- -race -count=1 -timeout 20m ./...
+	cluster_phase=1
 fi
-go test "$@"
+# The tests that start a 3-node cluster (testkit.ClusterTests) run after the
+# others, one package at a time: three clusters of three JVMs beside every
+# other package overload a two-core machine (load 50 seen), and the timing
+# of everything suffers.
+INLET_TEST_CLUSTER=later go test "$@"
+if [ "$cluster_phase" = 1 ]; then
+	echo "== go test: the 3-node cluster tests (TLS, SASL, failover), one package at a time" >&2
+	scripts/cluster-tests.sh
+fi
 
 echo "== web: inlet.js and the browser tests (headless Chromium)" >&2
 if ! command -v npm >/dev/null 2>&1; then

@@ -47,6 +47,14 @@ type KafkaCluster struct {
 	mu     sync.Mutex // one script run at a time
 }
 
+// ClusterTests are the tests that start a Cluster, as a go test -run
+// pattern, for make test's cluster phase (scripts/test.sh); a new one must
+// be added here, and its package to ClusterPackages.
+const ClusterTests = "^(TestCluster|TestKafkaSecurity|TestFailover)$"
+
+// ClusterPackages are the packages of ClusterTests.
+var ClusterPackages = []string{"./internal/kafka", "./internal/app", "./internal/failover"}
+
 // Cluster starts a 3-node Kafka cluster of the test's own through
 // scripts/kafka.sh (INLET_TEST_KAFKA_SCRIPT), in a temporary directory on
 // free loopback ports, and stops it and deletes its data at the end of the
@@ -59,6 +67,12 @@ func Cluster(tb testing.TB) *KafkaCluster {
 	tb.Helper()
 	if testing.Short() {
 		tb.Skip("-short: no 3-node Kafka cluster")
+	}
+	if os.Getenv("INLET_TEST_CLUSTER") == "later" {
+		// make test runs the tests of a cluster after the others, one
+		// package at a time (ClusterTests), so that no two clusters of
+		// three JVMs share this machine's cores with everything else.
+		tb.Skip("INLET_TEST_CLUSTER=later: the cluster tests run in make test's cluster phase")
 	}
 	script := os.Getenv("INLET_TEST_KAFKA_SCRIPT")
 	if script == "" {
