@@ -26,12 +26,13 @@
 //
 // The package has no non-test code. TestRecorder checks the proxy against
 // a fake gateway in a few seconds; TestFailover, the scenarios, is skipped
-// with -short and without INLET_TEST_KAFKA_SCRIPT (make test sets it). Its time is mostly Kafka
-// nodes starting again (8 restarts, 20 s to well over a minute each on a
-// busy machine): an estimated 6 to 8 minutes on a quiet 2-core machine; 13
-// minutes measured at a load average of 50 (leader kill 209 s, two down 132 s,
-// rolling restart 284 s, the cluster's start the rest). It needs three
-// JVMs of up to 384 MB heap each. Give it -timeout 20m (make test's), e.g.
+// with -short and without INLET_TEST_KAFKA_SCRIPT (make test sets it).
+// Its time is mostly Kafka nodes starting again (8 restarts, 20 s to over
+// a minute each on a busy machine): an estimated 6 to 8 minutes on a quiet
+// 2-core machine; 13 minutes measured, twice, at a load average of 50
+// (leader kill 209-250 s, two down 128-132 s, rolling restart 267-284 s,
+// the cluster's start the rest). It needs three JVMs of up to 384 MB heap
+// each. Give it -timeout 20m (make test's), e.g.
 //
 //	source /tmp/inlet-test-env.sh
 //	go test -race -count=1 -timeout 20m -v ./internal/failover/
