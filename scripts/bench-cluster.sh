@@ -148,7 +148,7 @@ FAILOVER_LINES=
 if [ "$FAILOVER" = 1 ]; then
 	log "failover: go test -run 'TestFailover/leader_kill' ./internal/failover/ (a cluster of its own, minutes)"
 	rm -f "$OUT/failover-summary.txt"
-	if INLET_TEST_KAFKA_SCRIPT="$REPO/scripts/kafka.sh" INLET_TEST_REQUIRE_KAFKA=1 \
+	if env -u INLET_TEST_CLUSTER INLET_TEST_KAFKA_SCRIPT="$REPO/scripts/kafka.sh" INLET_TEST_REQUIRE_KAFKA=1 \
 		INLET_FAILOVER_SUMMARY="$OUT/failover-summary.txt" \
 		go test -count=1 -timeout 15m -v -run 'TestFailover/leader_kill' ./internal/failover/ >"$OUT/failover.log" 2>&1; then
 		FAILOVER_LINES="$(sed 's/^failover summary: /- /' "$OUT/failover-summary.txt")"
