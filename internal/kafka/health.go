@@ -16,7 +16,8 @@ import (
 type Health struct {
 	// Failing is the number of records that failed in a row since the
 	// last one Kafka acknowledged, not counting failures that are the
-	// record's own (IsPermanent), nor ErrFull or a closed client.
+	// record's own (IsPermanent), nor ErrFull or a closed client; and of
+	// waits for acknowledgements that ran past their deadline.
 	Failing int64
 	// Err is the last of those failures, nil when Failing is 0.
 	Err error
@@ -70,6 +71,22 @@ func (hc *health) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	}
 	hc.h.Failing++
 	hc.h.Err = classify(err)
+	hc.h.At = now
+}
+
+// waitTimedOut counts a wait for acknowledgements that ran out of time
+// (ProduceSync's deadline, ingest's --produce-timeout) as a failure, until
+// Kafka acknowledges a record again.
+func (hc *health) waitTimedOut(err error) {
+	now := time.Now()
+	hc.mu.Lock()
+	defer hc.mu.Unlock()
+	hc.failing.Store(true)
+	if hc.h.Failing == 0 {
+		hc.h.Since = now
+	}
+	hc.h.Failing++
+	hc.h.Err = err
 	hc.h.At = now
 }
 

@@ -375,7 +375,15 @@ func (d *Delivery) Wait(ctx context.Context) error {
 	select {
 	case <-d.done:
 	case <-ctx.Done():
-		return fmt.Errorf("waiting for kafka acknowledgement: %w", ctx.Err())
+		err := fmt.Errorf("waiting for kafka acknowledgement: %w", ctx.Err())
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// Kafka kept records past the caller's deadline: with too few
+			// in-sync replicas it answers metadata requests and keeps
+			// the records, retrying until --delivery-timeout, so no
+			// record fails; this is what readiness sees of it.
+			d.p.health.waitTimedOut(err)
+		}
+		return err
 	}
 	d.mu.Lock()
 	err := d.err

@@ -635,3 +635,33 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitTimeoutIsUnhealthy: a ProduceSync whose deadline passes before
+// Kafka acknowledges counts in Health until a record is acknowledged. With
+// too few in-sync replicas Kafka answers metadata and keeps the records
+// (no record fails before --delivery-timeout), and readiness must see it.
+func TestWaitTimeoutIsUnhealthy(t *testing.T) {
+	p := testProducer(t, testkit.DevBroker(t, ""), held) // records wait in the buffer: no ack in time
+	topic := testkit.Unique(t, "wait")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := p.ProduceSync(ctx, records(topic, 2)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ProduceSync = %v, want a deadline", err)
+	}
+	if h := p.Health(); h.Failing != 1 || h.Err == nil || !strings.Contains(h.Err.Error(), "acknowledgement") {
+		t.Fatalf("Health after a timed-out wait = %+v, want 1 failing with the wait's error", h)
+	}
+	// A caller that went away is not Kafka's fault.
+	cctx, ccancel := context.WithCancel(context.Background())
+	ccancel()
+	_ = p.ProduceSync(cctx, records(topic, 1))
+	if h := p.Health(); h.Failing != 1 {
+		t.Fatalf("Health after a cancelled wait = %+v, want still 1", h)
+	}
+	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer fcancel()
+	if err := p.Flush(fctx); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 5*time.Second, "health reset by an acknowledgement", func() bool { return p.Health().Failing == 0 })
+}
