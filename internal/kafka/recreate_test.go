@@ -3,7 +3,9 @@ package kafka
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,11 +53,28 @@ func TestTopicRecreated(t *testing.T) {
 
 	start := time.Now()
 	var sawUnknownID bool
-	acked := 0
-	for {
-		err := p.ProduceSync(ctxFor(t, 10*time.Second), records(topic, 5))
+	// Each attempt's records are told apart by their values: the records
+	// of a failed attempt may still be delivered (at-least-once), those of
+	// an acknowledged one must be.
+	acked := map[string]bool{}
+	attempt := 0
+	send := func() error {
+		attempt++
+		recs := records(topic, 5)
+		for i := range recs {
+			recs[i].Value = fmt.Appendf(nil, "attempt%d-v%d", attempt, i)
+		}
+		err := p.ProduceSync(ctxFor(t, 10*time.Second), recs)
 		if err == nil {
-			acked += 5
+			for _, r := range recs {
+				acked[string(r.Value)] = true
+			}
+		}
+		return err
+	}
+	for {
+		err := send()
+		if err == nil {
 			break
 		}
 		if errors.Is(err, kerr.UnknownTopicID) {
@@ -70,17 +89,37 @@ func TestTopicRecreated(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("produces acknowledged again %v after the topic was recreated (saw UNKNOWN_TOPIC_ID: %v)", time.Since(start), sawUnknownID)
-	if err := p.ProduceSync(ctxFor(t, 10*time.Second), records(topic, 5)); err != nil {
+	if err := send(); err != nil {
 		t.Fatalf("a produce after recovery: %v", err)
 	}
-	acked += 5
 	if sawUnknownID && testutil.ToFloat64(p.metrics.TopicResets) == 0 {
 		t.Errorf("UNKNOWN_TOPIC_ID without a topic reset counted")
 	}
 	if h := p.Health(); h.Failing != 0 {
 		t.Errorf("health after success: %+v", h)
 	}
-	testkit.ConsumeN(t, brokers, topic, acked, 300*time.Millisecond)
+	got := testkit.Consume(t, brokers, topic, 30*time.Second, func(rs []testkit.Record) bool {
+		seen := 0
+		for _, r := range rs {
+			if acked[string(r.Value)] {
+				seen++
+			}
+		}
+		return seen >= len(acked)
+	})
+	seen := map[string]bool{}
+	for _, r := range got {
+		if !strings.HasPrefix(string(r.Value), "attempt") {
+			t.Errorf("record %q of the old topic is in the new one", r.Value)
+		}
+		seen[string(r.Value)] = true
+	}
+	for v := range acked {
+		if !seen[v] {
+			t.Errorf("acknowledged record %q is not in the recreated topic", v)
+		}
+	}
+	t.Logf("%d records in the new topic, %d of them acknowledged", len(got), len(acked))
 }
 
 // TestBrokerWiped: a broker wiped and re-formatted at the same address (a
