@@ -12,7 +12,11 @@
 # GOMAXPROCS=1; the load generator (and Kafka) on core 1. Loopback only.
 #
 # Usage: scripts/bench-catalog.sh   (env: ROUNDS=3 DURATION=10s WARMUP=2s
-#        CONNS=4 CONCURRENCY=64 KEYS=1000 HTTP_CONNS=64 EVENTS=5 SKIP_INGEST=)
+#        GRPC_CONNS=4 THRIFT_CONNS=4 CONCURRENCY=64 KEYS=1000 HTTP_CONNS=64
+#        EVENTS=5 SKIP_INGEST=)
+# gRPC multiplexes the calls of a connection (fewer connections batch more
+# answers per write); Thrift makes one call at a time per connection, so
+# it needs as many connections as calls in flight.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,7 +24,8 @@ cd "$REPO"
 ROUNDS="${ROUNDS:-3}"
 DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-2s}"
-CONNS="${CONNS:-4}"
+GRPC_CONNS="${GRPC_CONNS:-${CONNS:-4}}"
+THRIFT_CONNS="${THRIFT_CONNS:-${CONNS:-4}}"
 CONCURRENCY="${CONCURRENCY:-64}"
 KEYS="${KEYS:-1000}"
 HTTP_CONNS="${HTTP_CONNS:-64}"
@@ -52,7 +57,8 @@ taskset -c 0 env GOMAXPROCS=1 "$I" catalog serve --clients "$WORK/clients.json" 
 PIDS+=($!)
 CAT_PID=$!
 for _ in $(seq 1 100); do (exec 3<>/dev/tcp/127.0.0.1/19591) 2>/dev/null && break; sleep 0.1; done
-common=(--client-id bench --secret-file "$WORK/bench.secret" --keys "$KEYS" --connections "$CONNS")
+common=(--client-id bench --secret-file "$WORK/bench.secret" --keys "$KEYS")
+conns() { if [ "$1" = grpc ]; then echo "$GRPC_CONNS"; else echo "$THRIFT_CONNS"; fi; }
 declare -A rps p99
 for r in $(seq 1 "$ROUNDS"); do
 	order="grpc thrift"
@@ -60,24 +66,24 @@ for r in $(seq 1 "$ROUNDS"); do
 	for proto in $order; do
 		port=19590
 		[ "$proto" = thrift ] && port=19591
-		taskset -c 1 "$I" bench "$proto" --target "127.0.0.1:$port" "${common[@]}" --concurrency "$CONCURRENCY" \
+		taskset -c 1 "$I" bench "$proto" --target "127.0.0.1:$port" "${common[@]}" --connections "$(conns "$proto")" --concurrency "$CONCURRENCY" \
 			--duration "$DURATION" --warmup "$WARMUP" --json "$WORK/$proto-$r.json" >/dev/null 2>&1
 		rps[$proto]+="$(json "$WORK/$proto-$r.json" "d['requests_per_s']") "
 		p99[$proto]+="$(json "$WORK/$proto-$r.json" "d['latency']['p99_ms']") "
 		log "round $r $proto: $(json "$WORK/$proto-$r.json" "round(d['requests_per_s'])") lookups/s"
 	done
 done
-printf '| | lookups/s (closed loop, median of %s) | p99 ms there | p99 ms at half that rate (open loop) | rounds |\n|---|---|---|---|---|\n' "$ROUNDS"
+printf '| | connections | lookups/s (closed loop, %s in flight, median of %s) | p99 ms there | p99 ms at half that rate (open loop) | rounds |\n|---|---|---|---|---|---|\n' "$CONCURRENCY" "$ROUNDS"
 for proto in grpc thrift; do
 	m="$(echo "${rps[$proto]}" | tr ' ' '\n' | grep . | median)"
 	mp="$(echo "${p99[$proto]}" | tr ' ' '\n' | grep . | median)"
 	half="$(printf '%.0f' "$(echo "$m / 2" | bc -l)")"
 	port=19590
 	[ "$proto" = thrift ] && port=19591
-	taskset -c 1 "$I" bench "$proto" --target "127.0.0.1:$port" "${common[@]}" --rate "$half" \
-		--duration "$DURATION" --warmup "$WARMUP" --json "$WORK/$proto-half.json" >/dev/null 2>&1
+	taskset -c 1 "$I" bench "$proto" --target "127.0.0.1:$port" "${common[@]}" --connections "$(conns "$proto")" --rate "$half" \
+		--max-in-flight "$CONCURRENCY" --duration "$DURATION" --warmup "$WARMUP" --json "$WORK/$proto-half.json" >/dev/null 2>&1
 	hp="$(json "$WORK/$proto-half.json" "d['latency']['p99_ms']")"
-	printf '| %s | %.0f | %.2f | %.2f at %s/s | %s |\n' "$proto" "$m" "$mp" "$hp" "$half" "$(echo "${rps[$proto]}" | xargs printf '%.0f ')"
+	printf '| %s | %s | %.0f | %.2f | %.2f at %s/s | %s |\n' "$proto" "$(conns "$proto")" "$m" "$mp" "$hp" "$half" "$(echo "${rps[$proto]}" | xargs printf '%.0f ')"
 done
 echo "server peak RSS: $(awk '/VmHWM/ {print int($2/1024)" MB"}' "/proc/$CAT_PID/status")"
 kill "$CAT_PID"; wait "$CAT_PID" 2>/dev/null || true
