@@ -27,14 +27,28 @@ if ready; then
 	exit 0
 fi
 
-if ! command -v python3 >/dev/null 2>&1; then
+# apt_get installs Debian packages when this is root (or has sudo) on a
+# machine with apt-get, as CI's clean machines are; false otherwise.
+apt_get() {
+	command -v apt-get >/dev/null 2>&1 || return 1
+	local sudo=()
+	if [ "$(id -u)" -ne 0 ]; then
+		command -v sudo >/dev/null 2>&1 || return 1
+		sudo=(sudo)
+	fi
+	echo "python.sh: apt-get install $*" >&2
+	"${sudo[@]}" apt-get update -qq </dev/null >&2 &&
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" </dev/null >&2
+}
+
+if ! command -v python3 >/dev/null 2>&1 && ! apt_get python3 python3-venv; then
 	echo "python.sh: python3 is not installed; install Python 3.9 or newer (Debian: apt-get install python3 python3-venv)" >&2
 	exit 1
 fi
 mkdir -p "$CACHE"
 if [ ! -x "$PY" ]; then
 	echo "python.sh: making a virtual environment in $VENV" >&2
-	if ! python3 -m venv "$VENV" >&2; then
+	if ! python3 -m venv "$VENV" >&2 && ! { rm -rf "$VENV" && apt_get python3-venv && python3 -m venv "$VENV" >&2; }; then
 		rm -rf "$VENV"
 		echo "python.sh: python3 -m venv failed; install the venv module (Debian: apt-get install python3-venv)" >&2
 		exit 1
