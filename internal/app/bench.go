@@ -52,6 +52,17 @@ func runBench(ctx context.Context, args []string, env Env) error {
 	}
 }
 
+// reportFlags registers the report files every bench target writes:
+// --json, --hdr, --html and, when cpuProfile is not nil, --cpuprofile.
+func reportFlags(fs *flag.FlagSet, json, hgrm, html, cpuProfile *string) {
+	fs.StringVar(json, "json", "", "write the report as JSON to `FILE` (- for stdout; the summary then goes to stderr)")
+	fs.StringVar(hgrm, "hdr", "", "write the latency percentile distribution to `FILE` (HdrHistogram .hgrm text, ms)")
+	fs.StringVar(html, "html", "", "write a self-contained HTML page with charts to `FILE`")
+	if cpuProfile != nil {
+		fs.StringVar(cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to `FILE` (go tool pprof)")
+	}
+}
+
 // BenchHTTPConfig configures `inlet bench http`.
 type BenchHTTPConfig struct {
 	Run  bench.Config
@@ -136,10 +147,7 @@ func parseBench(sub string, args []string, env Env, h0 bench.HTTPConfig, extra f
 	fs.DurationVar(&r.Warmup, "warmup", r.Warmup, "time run first and left out of every figure")
 	fs.DurationVar(&r.Timeout, "timeout", r.Timeout, "time limit of one request")
 	fs.DurationVar(&r.MaxLag, "max-lag", r.MaxLag, "open loop: a request that cannot start within this of its intended time is dropped (generator overload)")
-	fs.StringVar(&cfg.JSON, "json", "", "write the report as JSON to `FILE` (- for stdout; the summary then goes to stderr)")
-	fs.StringVar(&cfg.Hgrm, "hdr", "", "write the latency percentile distribution to `FILE` (HdrHistogram .hgrm text, ms)")
-	fs.StringVar(&cfg.HTML, "html", "", "write a self-contained HTML page with charts to `FILE`")
-	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write the load generator's own CPU profile to `FILE` (go tool pprof)")
+	reportFlags(fs, &cfg.JSON, &cfg.Hgrm, &cfg.HTML, &cfg.CPUProfile)
 	if err := parseFlags(fs, args, env); err != nil {
 		return cfg, err
 	}

@@ -141,10 +141,7 @@ func ParseBenchCatalog(sub string, args []string, env Env) (BenchCatalogConfig, 
 	fs.DurationVar(&r.Warmup, "warmup", r.Warmup, "time run first and left out of every figure (after the prefill)")
 	fs.DurationVar(&r.Timeout, "timeout", r.Timeout, "time limit of one lookup")
 	fs.DurationVar(&r.MaxLag, "max-lag", r.MaxLag, "open loop: a lookup that cannot start within this of its intended time is dropped (generator overload)")
-	fs.StringVar(&cfg.JSON, "json", "", "write the report as JSON to `FILE` (- for stdout; the summary then goes to stderr)")
-	fs.StringVar(&cfg.Hgrm, "hdr", "", "write the latency percentile distribution to `FILE` (HdrHistogram .hgrm text, ms)")
-	fs.StringVar(&cfg.HTML, "html", "", "write a self-contained HTML page with charts to `FILE`")
-	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write the load generator's own CPU profile to `FILE` (go tool pprof)")
+	reportFlags(fs, &cfg.JSON, &cfg.Hgrm, &cfg.HTML, &cfg.CPUProfile)
 	if err := parseFlags(fs, args, env); err != nil {
 		return cfg, err
 	}

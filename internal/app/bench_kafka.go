@@ -103,9 +103,7 @@ func ParseBenchKafka(args []string, env Env) (BenchKafkaConfig, error) {
 	fs.StringVar(&k.ClientID, "client-id", k.ClientID, "Kafka client id")
 	fs.DurationVar(&r.Timeout, "timeout", r.Timeout, "time limit of one record")
 	fs.DurationVar(&r.MaxLag, "max-lag", r.MaxLag, "open loop: a record that cannot be sent within this of its intended time is dropped (generator overload)")
-	fs.StringVar(&cfg.JSON, "json", "", "write the report as JSON to `FILE` (- for stdout; the summary then goes to stderr)")
-	fs.StringVar(&cfg.Hgrm, "hdr", "", "write the latency percentile distribution to `FILE` (HdrHistogram .hgrm text, ms)")
-	fs.StringVar(&cfg.HTML, "html", "", "write a self-contained HTML page with charts to `FILE`")
+	reportFlags(fs, &cfg.JSON, &cfg.Hgrm, &cfg.HTML, nil)
 	k.Security.RegisterFlags(fs)
 	if err := parseFlags(fs, args, env); err != nil {
 		return cfg, err
