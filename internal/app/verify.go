@@ -165,6 +165,8 @@ func Verify(ctx context.Context, cfg VerifyConfig, progress io.Writer) (verify.R
 	}
 	rep := verify.Compare(lc.Run, l, seen)
 	rep.Target, rep.Topic = lc.Target, cfg.Topic
+	fmt.Fprintf(progress, "verify: sent %d, acknowledged %d, delivered %d, lost %d, duplicates %d; %s\n",
+		rep.Sent, rep.Acknowledged, rep.Delivered, rep.Lost, rep.Duplicates, rep.AckGaps)
 	return rep, nil
 }
 

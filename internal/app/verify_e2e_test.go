@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,5 +146,76 @@ func TestVerifyUsage(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr, tt.want)
 			}
 		})
+	}
+}
+
+// TestVerifyAckGap puts a proxy in front of a healthy gateway that answers
+// 503 itself, without forwarding, for 1.5 s from the 20th request on: the
+// report gives that gap in acknowledgements, when it began, and nothing
+// lost.
+func TestVerifyAckGap(t *testing.T) {
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "t-")
+	cfg := gatewaytest.Config(t, brokers, topic)
+	cfg.Ack = gateway.AckKafka
+	cfg.DataDir = t.TempDir()
+	g := gatewaytest.Start(t, cfg)
+
+	const outage = 1500 * time.Millisecond
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "http", Host: g.Addr()})
+	var (
+		mu       sync.Mutex
+		requests int
+		first    time.Time // the first request
+		from, to time.Time // of the outage
+	)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		requests++
+		if requests == 1 {
+			first = time.Now()
+		}
+		if requests == 20 {
+			from = time.Now()
+			to = from.Add(outage)
+		}
+		down := !from.IsZero() && time.Now().Before(to)
+		mu.Unlock()
+		if down {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "down", http.StatusServiceUnavailable)
+			return
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxy.Close)
+
+	code, rep, stderr := runVerifyMain(t, "--target", proxy.URL, "--brokers", strings.Join(brokers, ","), "--topic", topic,
+		"--settle", "10s", "--duration", "4s", "--rate", "200", "--batch", "5", "--concurrency", "4")
+	if code != 0 {
+		t.Fatalf("exit %d, report %+v\n%s", code, rep, stderr)
+	}
+	mu.Lock()
+	outageAfter := from.Sub(first)
+	mu.Unlock()
+	gap := rep.AckGaps
+	longest, err := time.ParseDuration(gap.Longest)
+	if err != nil {
+		t.Fatalf("ack_gaps.longest %q: %v", gap.Longest, err)
+	}
+	after, _ := time.ParseDuration(gap.LongestAfter)
+	// The gap holds the outage: it starts with the last 2xx before it
+	// (requests arrive every 25 ms) and ends with the first 2xx after it.
+	if longest < outage || longest > outage+time.Second || gap.AtLeast1s != 1 || gap.LongestSeconds != longest.Seconds() {
+		t.Errorf("ack gaps %+v, want one of %v to %v\n%s", gap, outage, outage+time.Second, stderr)
+	}
+	if after > outageAfter+200*time.Millisecond || after < outageAfter-time.Second || gap.LongestStart.IsZero() {
+		t.Errorf("the longest gap began %v after the start (at %v), the outage %v after the first request", after, gap.LongestStart, outageAfter)
+	}
+	if rep.Lost != 0 || rep.Status["503"] == 0 || rep.Acknowledged == 0 {
+		t.Errorf("report %+v, want some 503s, the rest acknowledged, nothing lost", rep)
+	}
+	if want := "longest time without a 2xx answer " + gap.Longest; !strings.Contains(stderr, want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
 }

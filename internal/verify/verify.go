@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -24,9 +25,12 @@ import (
 // MaxLostIDs is how many lost ids a Report lists.
 const MaxLostIDs = 20
 
-// Ledger records what was sent and what the gateway acknowledged. Safe for
-// concurrent use. It holds every id it was given, about 100 bytes each.
+// Ledger records what was sent and what the gateway acknowledged, and when
+// the gateway answered 2xx (see AckGaps). Safe for concurrent use. It holds
+// every id it was given, about 100 bytes each; the gaps take constant space.
 type Ledger struct {
+	now func() time.Time // time.Now; a fake clock in tests
+
 	mu     sync.Mutex
 	ids    map[string]uint8 // bits: idSent, idAcked
 	sent   int
@@ -34,7 +38,22 @@ type Ledger struct {
 	status map[string]int
 	first  time.Time // first Sent
 	last   time.Time // last Sent, Acked or Answered
+	// The spans without a 2xx answer that ended (with a 2xx): the longest,
+	// and how many lasted at least GapThreshold. The open one runs from
+	// last2xx (or first) to now.
+	last2xx time.Time
+	longest span
+	gaps    int
 }
+
+// span is a time from..to.
+type span struct{ from, to time.Time }
+
+func (s span) d() time.Duration { return s.to.Sub(s.from) }
+
+// GapThreshold is the length from which a span without a 2xx answer counts
+// in AckGaps.AtLeast1s.
+const GapThreshold = time.Second
 
 const (
 	idSent uint8 = 1 << iota
@@ -43,14 +62,14 @@ const (
 
 // NewLedger returns an empty ledger.
 func NewLedger() *Ledger {
-	return &Ledger{ids: map[string]uint8{}, status: map[string]int{}}
+	return &Ledger{now: time.Now, ids: map[string]uint8{}, status: map[string]int{}}
 }
 
 // Sent records that events with these ids were sent. An id counts once.
 func (l *Ledger) Sent(ids ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
+	now := l.now()
 	if l.first.IsZero() {
 		l.first = now
 	}
@@ -67,7 +86,7 @@ func (l *Ledger) Sent(ids ...string) {
 func (l *Ledger) Acked(ids ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last = time.Now()
+	l.last = l.now()
 	for _, id := range ids {
 		if s := l.ids[id]; s&idAcked == 0 {
 			l.ids[id] = s | idAcked
@@ -78,12 +97,41 @@ func (l *Ledger) Acked(ids ...string) {
 
 // Answered counts one request by its outcome: the HTTP status ("200",
 // "503") or, when no answer came, the kind of client error ("refused",
-// "timeout", "reset", "canceled", "error").
+// "timeout", "reset", "canceled", "error"). A 2xx status ends the current
+// span without a 2xx answer (see AckGaps) at the time of the call.
 func (l *Ledger) Answered(outcome string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.last = time.Now()
+	now := l.now()
+	l.last = now
 	l.status[outcome]++
+	if !is2xx(outcome) {
+		return
+	}
+	from := l.last2xx
+	if from.IsZero() {
+		from = l.first
+	}
+	if !from.IsZero() {
+		l.endGap(span{from, now})
+	}
+	l.last2xx = now
+}
+
+// endGap counts s, a span without a 2xx answer. l.mu must be held.
+func (l *Ledger) endGap(s span) {
+	if s.d() > l.longest.d() {
+		l.longest = s
+	}
+	if s.d() >= GapThreshold {
+		l.gaps++
+	}
+}
+
+// is2xx reports whether outcome is an HTTP status 200 to 299.
+func is2xx(outcome string) bool {
+	n, err := strconv.Atoi(outcome)
+	return err == nil && n >= 200 && n <= 299 && len(outcome) == 3
 }
 
 // Counts returns how many distinct ids were sent and acknowledged.
@@ -149,6 +197,59 @@ type Report struct {
 	Duration string `json:"duration"`
 	// EventsPerSecond is Sent over Duration.
 	EventsPerSecond float64 `json:"events_per_second"`
+	// AckGaps is how long the gateway went without answering 2xx.
+	AckGaps AckGaps `json:"ack_gaps"`
+}
+
+// AckGaps measures the spans of a load in which no request was answered
+// 2xx: from the first event sent to the first 2xx answer, between two 2xx
+// answers in a row, and from the last 2xx answer to the last answer (the
+// end of the load). Without any 2xx answer the one span is the whole load.
+type AckGaps struct {
+	// Longest is the longest span ("1.5s"), LongestSeconds the same in
+	// seconds.
+	Longest        string  `json:"longest"`
+	LongestSeconds float64 `json:"longest_s"`
+	// LongestStart is when the longest span began (the load's start or a
+	// 2xx answer), and LongestAfter how long after the load's start
+	// ("12.3s").
+	LongestStart time.Time `json:"longest_start,omitzero"`
+	LongestAfter string    `json:"longest_after"`
+	// AtLeast1s counts the spans of GapThreshold (1 s) or longer.
+	AtLeast1s int `json:"at_least_1s"`
+}
+
+// String is the gaps on one line, for people.
+func (g AckGaps) String() string {
+	return fmt.Sprintf("longest time without a 2xx answer %s, from %s after the start; %d of 1s or more",
+		g.Longest, g.LongestAfter, g.AtLeast1s)
+}
+
+// ackGaps returns the gaps until the last answer. l.mu must be held.
+func (l *Ledger) ackGaps() AckGaps {
+	longest, n := l.longest, l.gaps
+	if !l.first.IsZero() {
+		from := l.last2xx
+		if from.IsZero() {
+			from = l.first
+		}
+		if open := (span{from, l.last}); open.d() > 0 {
+			if open.d() > longest.d() {
+				longest = open
+			}
+			if open.d() >= GapThreshold {
+				n++
+			}
+		}
+	}
+	g := AckGaps{Longest: "0s", LongestAfter: "0s", AtLeast1s: n}
+	if d := longest.d(); d > 0 {
+		g.Longest = d.Round(time.Millisecond).String()
+		g.LongestSeconds = math.Round(d.Seconds()*1000) / 1000
+		g.LongestStart = longest.from
+		g.LongestAfter = longest.from.Sub(l.first).Round(time.Millisecond).String()
+	}
+	return g
 }
 
 // OK reports whether nothing acknowledged was lost.
@@ -194,6 +295,7 @@ func Compare(run string, l *Ledger, seen map[string]int) Report {
 	} else {
 		r.Duration = "0s"
 	}
+	r.AckGaps = l.ackGaps()
 	return r
 }
 

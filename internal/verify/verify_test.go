@@ -411,3 +411,83 @@ func closedAddr(t *testing.T) string {
 	defer ln.Close()
 	return ln.Addr().String()
 }
+
+// TestAckGaps feeds a ledger on a fake clock: the spans without a 2xx
+// answer run from the first send, between 2xx answers, and to the last
+// answer; answers other than 2xx do not end them.
+func TestAckGaps(t *testing.T) {
+	t.Parallel()
+	type step struct {
+		at      time.Duration // since the start
+		outcome string        // "sent" or what Answered gets
+	}
+	tests := []struct {
+		name      string
+		steps     []step
+		longest   string
+		after     string
+		atLeast1s int
+	}{
+		{name: "nothing sent", longest: "0s", after: "0s"},
+		{
+			name:    "steady 2xx",
+			steps:   []step{{0, "sent"}, {100 * time.Millisecond, "200"}, {300 * time.Millisecond, "200"}, {500 * time.Millisecond, "202"}},
+			longest: "200ms", after: "100ms",
+		},
+		{
+			name: "a gap between 2xx, 503s and timeouts inside",
+			steps: []step{{0, "sent"}, {100 * time.Millisecond, "200"}, {300 * time.Millisecond, "200"},
+				{time.Second, "503"}, {2 * time.Second, "timeout"}, {2500 * time.Millisecond, "200"}, {2600 * time.Millisecond, "200"}},
+			longest: "2.2s", after: "300ms", atLeast1s: 1,
+		},
+		{
+			name:    "the first 2xx late",
+			steps:   []step{{0, "sent"}, {1500 * time.Millisecond, "200"}, {1600 * time.Millisecond, "200"}},
+			longest: "1.5s", after: "0s", atLeast1s: 1,
+		},
+		{
+			name: "the end without a 2xx",
+			steps: []step{{0, "sent"}, {100 * time.Millisecond, "200"}, {1100 * time.Millisecond, "200"},
+				{2 * time.Second, "refused"}, {4100 * time.Millisecond, "503"}},
+			longest: "3s", after: "1.1s", atLeast1s: 2, // 1.0s between the 2xx (1 s counts), 3.0s to the end
+		},
+		{
+			name:    "no 2xx at all",
+			steps:   []step{{0, "sent"}, {time.Second, "503"}, {2 * time.Second, "503"}},
+			longest: "2s", after: "0s", atLeast1s: 1,
+		},
+		{
+			name:    "not a status",
+			steps:   []step{{0, "sent"}, {500 * time.Millisecond, "2000"}, {600 * time.Millisecond, "error"}, {700 * time.Millisecond, "204"}},
+			longest: "700ms", after: "0s",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+			var now time.Time
+			l := NewLedger()
+			l.now = func() time.Time { return now }
+			for i, s := range tt.steps {
+				now = start.Add(s.at)
+				if s.outcome == "sent" {
+					l.Sent(ID("r", i))
+				} else {
+					l.Answered(s.outcome)
+				}
+			}
+			g := Compare("r", l, nil).AckGaps
+			if g.Longest != tt.longest || g.LongestAfter != tt.after || g.AtLeast1s != tt.atLeast1s {
+				t.Errorf("AckGaps = %+v\nwant longest %s, %s after the start, %d of 1s or more", g, tt.longest, tt.after, tt.atLeast1s)
+			}
+			if tt.longest != "0s" {
+				after, _ := time.ParseDuration(tt.after)
+				longest, _ := time.ParseDuration(tt.longest)
+				if !g.LongestStart.Equal(start.Add(after)) || g.LongestSeconds != longest.Seconds() {
+					t.Errorf("LongestStart %v, LongestSeconds %v; want %v, %v", g.LongestStart, g.LongestSeconds, start.Add(after), longest.Seconds())
+				}
+			}
+		})
+	}
+}
