@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -20,12 +24,17 @@ import (
 // with runPrefix (see Prefix; "" matches only ids in want). The id of a
 // record is its inlet-event-id header, else the "id" field of its JSON value.
 //
-// Delivered stops when every id want acknowledged was seen, when ctx ends
-// (returning what it saw and ctx's error), or when no record arrived for
-// idle. Only records of the run, and records older than the run's first
-// send (the backlog still being read), count as arriving: other traffic on
-// a busy topic does not keep it reading. want may be nil: then it reads
-// until idle.
+// With want, Delivered stops when every id want acknowledged was seen, when
+// ctx ends (returning what it saw and ctx's error), or when no record
+// arrived for idle. Only records of the run, and records older than the
+// run's first send (the backlog still being read), count as arriving: other
+// traffic on a busy topic does not keep it reading.
+//
+// Without want (nil), it reads every partition up to its end offset (high
+// watermark) as listed when it starts, and stops there: records written
+// after that are not read, however busy the topic. When idle passes without
+// a record below those offsets (a partition without a leader), it returns
+// what it saw and an error naming the partitions it did not finish.
 //
 // It fails at once if no broker answers. It creates no topic and joins no
 // consumer group. sec is TLS and SASL to the brokers.
@@ -45,45 +54,28 @@ func Delivered(ctx context.Context, brokers []string, sec kafka.Security, topic,
 		return nil, err
 	}
 
-	var (
-		missing = map[string]bool{} // acknowledged, not seen yet
-		start   time.Time
-	)
-	if want != nil {
-		missing = want.ackedIDs()
-		start = want.Start()
+	if want == nil {
+		return readToEnd(ctx, cl, topic, runPrefix, idle)
 	}
+	missing := want.ackedIDs() // acknowledged, not seen yet
+	start := want.Start()
 	ours := func(id string) bool {
 		if runPrefix != "" && strings.HasPrefix(id, runPrefix) {
 			return true
-		}
-		if want == nil {
-			return false
 		}
 		sent, acked := want.has(id)
 		return sent || acked
 	}
 	seen := map[string]int{}
 	last := time.Now() // last record that counts as arriving
-	for want == nil || len(missing) > 0 {
+	for len(missing) > 0 {
 		wait := idle - time.Since(last)
 		if wait <= 0 {
 			return seen, nil
 		}
-		fctx, cancel := context.WithTimeout(ctx, wait)
-		fetches := cl.PollFetches(fctx)
-		cancel()
-		if err := ctx.Err(); err != nil {
+		fetches, err := poll(ctx, cl, wait)
+		if err != nil {
 			return seen, err
-		}
-		for _, fe := range fetches.Errors() {
-			switch {
-			case errors.Is(fe.Err, context.DeadlineExceeded), errors.Is(fe.Err, context.Canceled):
-			case errors.Is(fe.Err, kerr.UnknownTopicOrPartition):
-				// Nothing was written to the topic yet: nothing arrived.
-			default:
-				return seen, fmt.Errorf("verify: fetching %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
-			}
 		}
 		arrived := false
 		fetches.EachRecord(func(r *kgo.Record) {
@@ -100,6 +92,108 @@ func Delivered(ctx context.Context, brokers []string, sec kafka.Security, topic,
 		}
 	}
 	return seen, nil
+}
+
+// readToEnd is Delivered without a ledger: it counts the ids starting with
+// runPrefix in every record below the end offsets listed at its start. A
+// partition is done once the record before its end offset was read; one
+// ending in a transaction marker (inlet writes no transactions) never is,
+// and ends by idle.
+func readToEnd(ctx context.Context, cl *kgo.Client, topic, runPrefix string, idle time.Duration) (map[string]int, error) {
+	left, err := endOffsets(ctx, cl, topic)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]int{}
+	last := time.Now() // last record below the end offsets
+	for len(left) > 0 {
+		wait := idle - time.Since(last)
+		if wait <= 0 {
+			return seen, fmt.Errorf("verify: reading %s: no record for %v, and %s not read to the end offsets listed at the start",
+				topic, idle, describeLeft(left))
+		}
+		fetches, err := poll(ctx, cl, wait)
+		if err != nil {
+			return seen, err
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			end, ok := left[r.Partition]
+			if !ok || r.Offset >= end {
+				return // written after the start, or a partition already read
+			}
+			last = time.Now()
+			if id := recordID(r); id != "" && runPrefix != "" && strings.HasPrefix(id, runPrefix) {
+				seen[id]++
+			}
+			if r.Offset+1 >= end {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return seen, nil
+}
+
+// endOffsets lists the end offset of each partition of topic that holds
+// records (its end past its start). A topic that does not exist has none.
+func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	var starts kadm.ListedOffsets
+	if err == nil {
+		starts, err = adm.ListStartOffsets(ctx, topic)
+		if err == nil {
+			err = starts.Error()
+		}
+	}
+	if errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return map[int32]int64{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify: listing the end offsets of %s: %w", topic, err)
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if s, ok := starts.Lookup(topic, o.Partition); ok && o.Offset > s.Offset {
+			left[o.Partition] = o.Offset
+		}
+	})
+	return left, nil
+}
+
+// describeLeft names the partitions of left, "partitions 0, 2 (end offsets 10, 7)".
+func describeLeft(left map[int32]int64) string {
+	ps := slices.Sorted(maps.Keys(left))
+	names := make([]string, len(ps))
+	offs := make([]string, len(ps))
+	for i, p := range ps {
+		names[i] = strconv.Itoa(int(p))
+		offs[i] = strconv.FormatInt(left[p], 10)
+	}
+	return fmt.Sprintf("partitions %s (end offsets %s)", strings.Join(names, ", "), strings.Join(offs, ", "))
+}
+
+// poll fetches for at most wait. Only ctx's end and fetch errors other than
+// a wait that ran out or a topic not created yet are errors.
+func poll(ctx context.Context, cl *kgo.Client, wait time.Duration) (kgo.Fetches, error) {
+	fctx, cancel := context.WithTimeout(ctx, wait)
+	fetches := cl.PollFetches(fctx)
+	cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for _, fe := range fetches.Errors() {
+		switch {
+		case errors.Is(fe.Err, context.DeadlineExceeded), errors.Is(fe.Err, context.Canceled):
+		case errors.Is(fe.Err, kerr.UnknownTopicOrPartition):
+			// Nothing was written to the topic yet: nothing arrived.
+		default:
+			return nil, fmt.Errorf("verify: fetching %s/%d: %w", fe.Topic, fe.Partition, fe.Err)
+		}
+	}
+	return fetches, nil
 }
 
 // Ping checks that a broker of brokers answers a metadata request with

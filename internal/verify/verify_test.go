@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/devbroker"
 	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 func TestCompare(t *testing.T) {
@@ -489,5 +491,94 @@ func TestAckGaps(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDeliveredToEndOffsets: without a ledger Delivered reads a topic that
+// another producer keeps writing (every 5 ms, ids of the run too) up to the
+// end offsets listed at its start, and stops there, long before idle.
+func TestDeliveredToEndOffsets(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "t-")
+	testkit.CreateTopic(t, brokers, topic, 3, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	var before []*kgo.Record
+	for n := range 30 {
+		id := ID("r", n)
+		before = append(before, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"id":%q}`, id),
+			Headers: []kgo.RecordHeader{{Key: "inlet-event-id", Value: []byte(id)}}})
+		before = append(before, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"id":"other-%d"}`, n)})
+	}
+	before = append(before, &kgo.Record{Topic: topic, Value: []byte(`{"id":"r-0"}`)}) // a duplicate
+	if err := cl.ProduceSync(ctx, before...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The other producer: ids of the run after the first 30, until the end.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var late atomic.Int64 // acknowledged by Kafka
+	wg.Go(func() {
+		for n := 1000; ; n++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			if cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: fmt.Appendf(nil, `{"id":%q}`, ID("r", n))}).FirstErr() == nil {
+				late.Add(1)
+			}
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	testkit.WaitFor(t, 10*time.Second, "the other producer writing", func() bool { return late.Load() >= 10 })
+
+	const idle = 10 * time.Second
+	dctx, cancel := context.WithTimeout(ctx, 40*time.Second)
+	defer cancel()
+	start := time.Now()
+	seen, err := Delivered(dctx, brokers, kafka.Security{}, topic, Prefix("r"), nil, idle)
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("Delivered after %v: %v", took, err)
+	}
+	if took >= idle {
+		t.Errorf("Delivered took %v with a producer writing: it did not stop at the end offsets", took)
+	}
+	for n := range 30 {
+		want := 1
+		if n == 0 {
+			want = 2
+		}
+		if got := seen[ID("r", n)]; got != want {
+			t.Errorf("%s seen %d times, want %d", ID("r", n), got, want)
+		}
+	}
+	// The other producer's ids, r-1000 on, each once at most: those
+	// written before the end offsets were listed.
+	lateSeen := 0
+	for id, n := range seen {
+		if seq, _ := strconv.Atoi(id[len("r-"):]); seq >= 1000 {
+			lateSeen++
+			if n != 1 {
+				t.Errorf("%s seen %d times, want once", id, n)
+			}
+		}
+	}
+	if lateSeen > int(late.Load()) || len(seen) != 30+lateSeen {
+		t.Errorf("seen %d ids, want the 30 and at most the %d the other producer wrote: %v", len(seen), late.Load(), seen)
+	}
+
+	// A topic that does not exist holds nothing: no wait for idle.
+	start = time.Now()
+	seen, err = Delivered(dctx, brokers, kafka.Security{}, testkit.Unique(t, "none-"), Prefix("r"), nil, idle)
+	if err != nil || len(seen) != 0 || time.Since(start) >= idle/2 {
+		t.Errorf("Delivered of a missing topic: %v, %v after %v; want nothing, at once", seen, err, time.Since(start))
 	}
 }
