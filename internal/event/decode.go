@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
 )
 
@@ -357,89 +357,58 @@ const (
 	MaxUABytes   = 512 // user agent kept; longer ones are cut
 )
 
-// wire is the client's view of an event: only these fields are accepted.
-type wire struct {
-	Event   *string         `json:"event"`
-	ID      *string         `json:"id"`
-	TS      json.RawMessage `json:"ts"`
-	UID     *string         `json:"uid"`
-	AnonID  *string         `json:"anon_id"`
-	Props   json.RawMessage `json:"props"`
-	Context json.RawMessage `json:"context"`
-}
-
 // Parse validates the raw bytes of one event as the client sent them and
 // returns the event, not yet enriched. It never panics on any input.
 // A "ts" must lie between MinTS and a year from now (see ParseAt).
+//
+// The event must be strict JSON (RFC 8259 and 7493): field names match
+// exactly ("EVENT" is an unknown field), no object has a name twice, strings
+// are valid UTF-8 without lone surrogates, and objects and arrays nest at
+// most MaxDepth deep; anything else is malformed_json. A syntax error
+// anywhere is reported before any other; then the first unknown field or
+// field of the wrong type; then, in this order, a missing event, its
+// length, id, uid, anon_id, props, context and ts.
 func Parse(raw []byte, maxEventBytes int) (Event, *Invalid) {
 	return ParseAt(raw, maxEventBytes, time.Now())
 }
 
-// ParseAt is Parse with now as the current time, which bounds "ts".
+// scanners keeps the scanners of Parse between calls.
+var scanners = sync.Pool{New: func() any { return new(scanner) }}
+
+// ParseAt is Parse with now as the current time, which bounds "ts". Props,
+// Context and TS are copies of the bytes sent; the hot path is Batch, which
+// re-emits them in the same pass.
 func ParseAt(raw []byte, maxEventBytes int, now time.Time) (Event, *Invalid) {
-	if maxEventBytes > 0 && len(raw) > maxEventBytes {
-		return Event{}, invalid(ReasonTooLarge, "event is %d bytes; the limit is %d", len(raw), maxEventBytes)
-	}
-	start := firstNonSpace(raw)
-	if start < 0 {
-		return Event{}, invalid(ReasonMalformed, "empty event")
-	}
-	if raw[start] != '{' {
-		if !json.Valid(raw) {
-			return Event{}, syntaxInvalid(raw)
-		}
-		return Event{}, invalid(ReasonNotObject, "event must be a JSON object, got %s", jsonKind(raw[start]))
-	}
-	var w wire
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil {
-		return Event{}, decodeInvalid(raw, err)
-	}
-	// Decoder.More reports false before ']' or '}', so look at the rest itself.
-	if end := int(dec.InputOffset()); firstNonSpace(raw[end:]) >= 0 {
-		return Event{}, invalid(ReasonMalformed, "malformed JSON at byte offset %d: data after the event object", end+firstNonSpace(raw[end:]))
-	}
-	var e Event
-	if w.Event == nil || *w.Event == "" {
-		return Event{}, invalid(ReasonMissingEvent, "\"event\" is required: a non-empty string naming the event")
-	}
-	e.Event = *w.Event
-	if n := utf8.RuneCountInString(e.Event); n > MaxNameChars {
-		return Event{}, invalid(ReasonBadField, "\"event\" is %d characters; the limit is %d", n, MaxNameChars)
-	}
-	if w.ID != nil {
-		if *w.ID == "" || len(*w.ID) > MaxIDBytes {
-			return Event{}, invalid(ReasonBadField, "\"id\" must be a non-empty string of at most %d bytes", MaxIDBytes)
-		}
-		e.ID = *w.ID
-	}
-	if w.UID != nil {
-		if len(*w.UID) > MaxUserBytes {
-			return Event{}, invalid(ReasonBadField, "\"uid\" is %d bytes; the limit is %d", len(*w.UID), MaxUserBytes)
-		}
-		e.UID = *w.UID
-	}
-	if w.AnonID != nil {
-		if len(*w.AnonID) > MaxUserBytes {
-			return Event{}, invalid(ReasonBadField, "\"anon_id\" is %d bytes; the limit is %d", len(*w.AnonID), MaxUserBytes)
-		}
-		e.AnonID = *w.AnonID
-	}
-	var bad *Invalid
-	if e.Props, bad = object("props", w.Props); bad != nil {
+	sc := scanners.Get().(*scanner)
+	defer scanners.Put(sc)
+	head, f, bad := sc.scan(nil, raw, maxEventBytes, now)
+	if bad != nil {
 		return Event{}, bad
 	}
-	if e.Context, bad = object("context", w.Context); bad != nil {
-		return Event{}, bad
+	e := Event{Event: fieldString(head, f.name, f.nameEsc), ID: fieldString(head, f.id, f.idEsc),
+		UID: fieldString(head, f.uid, f.uidEsc), AnonID: fieldString(head, f.anonID, f.anonIDEsc)}
+	if f.rawProps.ok() {
+		e.Props = bytes.Clone(f.rawProps.of(raw))
 	}
-	if ts := w.TS; len(ts) > 0 && !isNull(ts) {
-		if bad := checkTS(ts, now); bad != nil {
-			return Event{}, bad
-		}
-		e.TS = ts
+	if f.rawContext.ok() {
+		e.Context = bytes.Clone(f.rawContext.of(raw))
+	}
+	if f.ts != nil {
+		e.TS = bytes.Clone(f.ts)
 	}
 	return e, nil
+}
+
+// fieldString is a string field found by a scan: decoded apart when it was
+// sent with escapes, else its contents in head.
+func fieldString(head []byte, s span, esc []byte) string {
+	switch {
+	case esc != nil:
+		return string(esc)
+	case s.ok():
+		return string(s.of(head))
+	}
+	return ""
 }
 
 // The range of "ts": from MinTS to MaxTSAhead past the server's clock.
@@ -452,21 +421,26 @@ var MinTS = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 // clocks drift; a year is a bug, not drift).
 const MaxTSAhead = 365 * 24 * time.Hour
 
+// rangeMsg says the range of "ts", up to max.
+func rangeMsg(max time.Time) string {
+	return fmt.Sprintf("between %s and %s (a year from now)", MinTS.Format(time.RFC3339), max.UTC().Format(time.RFC3339))
+}
+
 // checkTS checks a "ts" as sent: an integer of milliseconds since the epoch
 // or an RFC 3339 string, between MinTS and now+MaxTSAhead.
-func checkTS(ts json.RawMessage, now time.Time) *Invalid {
+func checkTS(ts []byte, now time.Time) *Invalid {
 	max := now.Add(MaxTSAhead)
-	rangeMsg := fmt.Sprintf("between %s and %s (a year from now)", MinTS.Format(time.RFC3339), max.UTC().Format(time.RFC3339))
 	switch c := ts[0]; {
 	case c == '"':
-		var s string
-		_ = json.Unmarshal(ts, &s)
+		var buf [64]byte
+		b, _ := jsontext.AppendUnquote(buf[:0], ts)
+		s := string(b)
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
 			return invalid(ReasonBadField, "\"ts\" %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", s)
 		}
 		if t.Before(MinTS) || t.After(max) {
-			return invalid(ReasonBadField, "\"ts\" %q must be %s", s, rangeMsg)
+			return invalid(ReasonBadField, "\"ts\" %q must be %s", s, rangeMsg(max))
 		}
 		return nil
 	case c == '-' || (c >= '0' && c <= '9'):
@@ -475,14 +449,14 @@ func checkTS(ts json.RawMessage, now time.Time) *Invalid {
 			if bytes.ContainsAny(ts, ".eE") {
 				return invalid(ReasonBadField, "\"ts\" %s must be an integer number of milliseconds since the epoch (no fraction or exponent), or an RFC 3339 string", ts)
 			}
-			return invalid(ReasonBadField, "\"ts\" %s must be milliseconds since the epoch %s", ts, rangeMsg)
+			return invalid(ReasonBadField, "\"ts\" %s must be milliseconds since the epoch %s", ts, rangeMsg(max))
 		}
 		if ms < MinTS.UnixMilli() || ms > max.UnixMilli() {
 			hint := ""
 			if s := ms * 1000; ms > 0 && s >= MinTS.UnixMilli() && s <= max.UnixMilli() {
 				hint = " (it looks like seconds; send milliseconds)"
 			}
-			return invalid(ReasonBadField, "\"ts\" %d must be milliseconds since the epoch %s%s", ms, rangeMsg, hint)
+			return invalid(ReasonBadField, "\"ts\" %d must be milliseconds since the epoch %s%s", ms, rangeMsg(max), hint)
 		}
 		return nil
 	default:
@@ -490,40 +464,7 @@ func checkTS(ts json.RawMessage, now time.Time) *Invalid {
 	}
 }
 
-// object checks that an optional field is a JSON object; null counts as absent.
-func object(name string, v json.RawMessage) (json.RawMessage, *Invalid) {
-	if len(v) == 0 || isNull(v) {
-		return nil, nil
-	}
-	if v[0] != '{' {
-		return nil, invalid(ReasonBadField, "%q must be a JSON object, got %s", name, jsonKind(v[0]))
-	}
-	return v, nil
-}
-
 func isNull(v json.RawMessage) bool { return string(v) == "null" }
-
-func decodeInvalid(raw []byte, err error) *Invalid {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		got := te.Value
-		if got == "bool" {
-			got = "boolean"
-		}
-		return invalid(ReasonBadField, "%q must be a %s, got %s", te.Field, kindOf(te.Type.String()), got)
-	}
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return invalid(ReasonMalformed, "malformed JSON at byte offset %d: %s", syntaxOffset(se), strings.TrimPrefix(se.Error(), "json: "))
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) {
-		return syntaxInvalid(raw)
-	}
-	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
-		return invalid(ReasonUnknownField, "unknown field %s: put custom data in \"props\" or \"context\"", strings.TrimPrefix(msg, "json: unknown field "))
-	}
-	return invalid(ReasonMalformed, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
-}
 
 func syntaxInvalid(raw []byte) *Invalid {
 	var v json.RawMessage
@@ -533,14 +474,6 @@ func syntaxInvalid(raw []byte) *Invalid {
 		return invalid(ReasonMalformed, "malformed JSON at byte offset %d: %s", syntaxOffset(se), strings.TrimPrefix(se.Error(), "json: "))
 	}
 	return invalid(ReasonMalformed, "malformed JSON")
-}
-
-func kindOf(goType string) string {
-	switch goType {
-	case "string", "*string":
-		return "string"
-	}
-	return goType
 }
 
 func jsonKind(c byte) string {
@@ -576,45 +509,34 @@ func (e *Event) Enrich(m Meta) {
 	}
 	e.ReceivedAt = m.ReceivedAt.UTC()
 	e.IP = m.IP
-	ua := m.UA
-	if len(ua) > MaxUABytes {
-		cut := MaxUABytes
-		for cut > 0 && !utf8.RuneStart(ua[cut]) {
-			cut-- // do not split a character
-		}
-		ua = ua[:cut]
-	}
-	e.UA = ua
+	e.UA = cutUA(m.UA)
 	e.Client = m.Client
 }
 
-// ContextGroup returns the "group" of e's context: ok false when the
-// context has none (or it is null or ""), an Invalid when it is not a
-// string. It decodes the context, so call it only when the group matters
-// (with credentials or the catalog on).
+// ContextGroup returns the "group" of e's context (the name exactly): ok
+// false when the context has none (or it is null or ""), an Invalid when it
+// is not a string. It reads the context, so call it only when the group
+// matters (with credentials or the catalog on).
 func (e *Event) ContextGroup() (group string, ok bool, bad *Invalid) {
 	if len(e.Context) == 0 {
 		return "", false, nil
 	}
-	var c struct {
-		Group json.RawMessage `json:"group"`
+	sc := scanners.Get().(*scanner)
+	defer scanners.Put(sc)
+	sc.rd = *bytes.NewBuffer(e.Context)
+	sc.dec.Reset(&sc.rd)
+	g := groupRef{at: none}
+	buf, err := sc.copyValue(make([]byte, 0, len(e.Context)), &g)
+	if err == nil && sc.dec.PeekKind() != 0 {
+		err = errors.New("data after the object")
 	}
-	if err := json.Unmarshal(e.Context, &c); err != nil { // Parse checked it is an object
-		return "", false, invalid(ReasonMalformed, "\"context\" cannot be read: %s", strings.TrimPrefix(err.Error(), "json: "))
+	if err != nil {
+		return "", false, invalid(ReasonMalformed, "\"context\" cannot be read: %v", err)
 	}
-	if len(c.Group) == 0 || isNull(c.Group) {
-		return "", false, nil
+	if !g.at.ok() {
+		return groupOf(g.kind, nil)
 	}
-	if c.Group[0] != '"' {
-		return "", false, invalid(ReasonBadField, "\"context.group\" must be a string naming the event's group, got %s", jsonKind(c.Group[0]))
-	}
-	if err := json.Unmarshal(c.Group, &group); err != nil {
-		return "", false, invalid(ReasonBadField, "\"context.group\" is not a valid JSON string")
-	}
-	if n := utf8.RuneCountInString(group); n > MaxNameChars {
-		return "", false, invalid(ReasonBadField, "\"context.group\" is %d characters; the limit is %d", n, MaxNameChars)
-	}
-	return group, group != "", nil
+	return groupOf(g.kind, g.at.of(buf))
 }
 
 // NewID returns a new UUIDv7: unique, and ordered by creation time.

@@ -1,0 +1,302 @@
+package event
+
+import (
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+	"github.com/google/uuid"
+)
+
+// Batch turns the events of one request into their records. Add validates
+// each event and re-emits it in one pass of its bytes; Build appends the
+// enrichment (id when absent, received_at, ip, ua, client, and group and
+// code when set) and lays every record out in one buffer; Record returns
+// them. Between Add and Build the planned path reads an event's name, props
+// and context group and sets its group and code.
+//
+// Get a Batch with NewBatch and give it back with Release once the records
+// are built: the records own their bytes (one buffer per request, never
+// reused), so they stay valid after Release. A Batch is not safe for
+// concurrent use.
+type Batch struct {
+	sc    scanner
+	heads []byte    // the events' heads, back to back; reused
+	evs   []pending // one per Add; reused
+	tail  []byte    // the enrichment every event of the request shares
+	out   []byte    // the records' bytes, from Build on; never reused
+	topic string
+	limit int
+	now   time.Time
+}
+
+// pending is one event between Add and Record.
+type pending struct {
+	f     fields
+	head  span // in heads; in out once built
+	value span // in out: the record value
+	id    span // in out: the generated id's contents, when the client sent none
+	ct    span // in out: the content-type header's value
+	code  span // in out: the code header's value
+	bad   bool // rejected by Add or Reject: no record here
+	group string
+	codeN int64
+	evID  string
+}
+
+// batches keeps Batches between requests. A Batch that held more than
+// maxPooled bytes of heads is dropped rather than kept.
+var batches = sync.Pool{New: func() any { return new(Batch) }}
+
+const maxPooled = 1 << 20
+
+// NewBatch returns an empty Batch for the events of one request to topic,
+// with m the request's Meta. Events are limited to maxEventBytes (0: no
+// limit), and a "ts" is checked against m.ReceivedAt.
+func NewBatch(topic string, m Meta, maxEventBytes int) *Batch {
+	b := batches.Get().(*Batch)
+	b.topic, b.limit, b.now = topic, maxEventBytes, m.ReceivedAt
+	b.tail = appendMeta(b.tail[:0], m)
+	return b
+}
+
+// Release gives b back for reuse; b must not be used afterwards. The
+// records it built stay valid.
+func (b *Batch) Release() {
+	if cap(b.heads) > maxPooled || cap(b.evs) > 4096 {
+		return
+	}
+	clear(b.evs)
+	*b = Batch{sc: b.sc, heads: b.heads[:0], evs: b.evs[:0], tail: b.tail[:0]}
+	batches.Put(b)
+}
+
+// Len is the number of events added.
+func (b *Batch) Len() int { return len(b.evs) }
+
+// Add validates raw, one event as the client sent it, and keeps it as the
+// Len()-1-th event of the batch. It returns why raw was rejected (the
+// rules of Parse), or nil. raw is only read during the call.
+func (b *Batch) Add(raw []byte) *Invalid {
+	start := len(b.heads)
+	var (
+		f   fields
+		bad *Invalid
+	)
+	b.heads, f, bad = b.sc.scan(b.heads, raw, b.limit, b.now)
+	if bad != nil {
+		b.evs = append(b.evs, pending{bad: true})
+		return bad
+	}
+	b.evs = append(b.evs, pending{f: f, head: spanOf(start, len(b.heads))})
+	return nil
+}
+
+// Reject drops the i-th event: it gets no record (its dead letter is the
+// caller's).
+func (b *Batch) Reject(i int) { b.evs[i].bad = true }
+
+// Name is the i-th event's name.
+func (b *Batch) Name(i int) string {
+	p := &b.evs[i]
+	if p.f.nameEsc != nil {
+		return string(p.f.nameEsc)
+	}
+	return string(p.f.name.shift(p.head.off).of(b.heads))
+}
+
+// Props is the i-th event's props object, compacted, or nil; it is valid
+// until Build.
+func (b *Batch) Props(i int) []byte {
+	p := &b.evs[i]
+	if !p.f.props.ok() {
+		return nil
+	}
+	return p.f.props.shift(p.head.off).of(b.heads)
+}
+
+// ContextGroup is the "group" of the i-th event's context, as
+// Event.ContextGroup.
+func (b *Batch) ContextGroup(i int) (group string, ok bool, bad *Invalid) {
+	p := &b.evs[i]
+	if !p.f.group.ok() {
+		return groupOf(p.f.groupKind, nil)
+	}
+	return groupOf(p.f.groupKind, p.f.group.shift(p.head.off).of(b.heads))
+}
+
+// Set gives the i-th event its group and catalog code (0: none); they go in
+// its record ("group", "code" and the inlet-event-code header).
+func (b *Batch) Set(i int, group string, code int64) {
+	b.evs[i].group, b.evs[i].codeN = group, code
+}
+
+// groupOf is context.group's value (raw, of kind k; k is 0 when absent)
+// read as ContextGroup reads it.
+func groupOf(k jsontext.Kind, raw []byte) (string, bool, *Invalid) {
+	switch k {
+	case 0, 'n':
+		return "", false, nil
+	case '"':
+	default:
+		return "", false, invalid(ReasonBadField, "\"context.group\" must be a string naming the event's group, got %s", kindName(k))
+	}
+	g := string(quoted(raw))
+	if hasEscape(raw) {
+		v, _ := jsontext.AppendUnquote(nil, raw)
+		g = string(v)
+	}
+	if n := utf8.RuneCountInString(g); n > MaxNameChars {
+		return "", false, invalid(ReasonBadField, "\"context.group\" is %d characters; the limit is %d", n, MaxNameChars)
+	}
+	return g, g != "", nil
+}
+
+// Build lays out the records of every event not rejected: its head, the
+// enrichment, '}', and the bytes of its headers, in one buffer allocated
+// for the request. Call it once, after the last Add, Reject and Set.
+func (b *Batch) Build() {
+	const idPart = len(`,"id":""`) + 36
+	size := 0
+	for i := range b.evs {
+		p := &b.evs[i]
+		if p.bad {
+			continue
+		}
+		size += p.head.n + idPart + len(b.tail) + len(`,"group":"","code":}`) + 2*len(p.group) + 20 + len("application/json") + 20
+	}
+	out := make([]byte, 0, size)
+	for i := range b.evs {
+		p := &b.evs[i]
+		if p.bad {
+			continue
+		}
+		start := len(out)
+		out = append(out, p.head.of(b.heads)...)
+		p.head = span{start, p.head.n}
+		p.id = none
+		if !p.f.id.ok() {
+			out = append(out, `,"id":"`...)
+			p.id = span{len(out), 36}
+			out = appendUUID(out, newUUID())
+			out = append(out, '"')
+		}
+		out = append(out, b.tail...)
+		if p.group != "" {
+			out = append(out, `,"group":`...)
+			out, _ = jsontext.AppendQuote(out, p.group)
+		}
+		if p.codeN != 0 {
+			out = append(out, `,"code":`...)
+			out = strconv.AppendInt(out, p.codeN, 10)
+		}
+		out = append(out, '}')
+		p.value = spanOf(start, len(out))
+		ct := len(out)
+		out = append(out, "application/json"...)
+		p.ct = spanOf(ct, len(out))
+		p.code = none
+		if p.codeN != 0 {
+			c := len(out)
+			out = strconv.AppendInt(out, p.codeN, 10)
+			p.code = spanOf(c, len(out))
+		}
+	}
+	b.out = out
+}
+
+// Record is the record of the i-th event, which must not be rejected;
+// Build must have run. Its bytes are its own: they alias nothing of the
+// events added nor of b, which may be released.
+func (b *Batch) Record(i int) Record {
+	p := &b.evs[i]
+	out := b.out
+	hs := make([]Header, 3, 4)
+	if p.codeN != 0 {
+		hs = hs[:4]
+		hs[3] = Header{Key: HeaderEventCode, Value: p.code.of(out)}
+	}
+	id := b.str(p, p.f.id, p.f.idEsc)
+	if p.id.ok() {
+		id = p.id.of(out)
+	}
+	hs[0] = Header{Key: HeaderEventID, Value: id}
+	hs[1] = Header{Key: HeaderEventName, Value: b.str(p, p.f.name, p.f.nameEsc)}
+	hs[2] = Header{Key: HeaderContentType, Value: p.ct.of(out)}
+	key := id
+	switch {
+	case p.f.uid.ok():
+		key = b.str(p, p.f.uid, p.f.uidEsc)
+	case p.f.anonID.ok():
+		key = b.str(p, p.f.anonID, p.f.anonIDEsc)
+	}
+	return Record{Topic: b.topic, Key: key, Value: p.value.of(out), Headers: hs, EventID: string(id)}
+}
+
+// str is a string field of p: decoded apart when sent with escapes, else
+// its contents in the record value.
+func (b *Batch) str(p *pending, s span, esc []byte) []byte {
+	if esc != nil {
+		return esc
+	}
+	if !s.ok() {
+		return nil
+	}
+	return s.shift(p.head.off).of(b.out)
+}
+
+// appendMeta appends the enrichment of m that every event of a request
+// shares, as Event's encoding has it: received_at, ip, ua, client.
+func appendMeta(dst []byte, m Meta) []byte {
+	dst = append(dst, `,"received_at":"`...)
+	dst = m.ReceivedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, '"')
+	if m.IP != "" {
+		dst = append(dst, `,"ip":`...)
+		dst, _ = jsontext.AppendQuote(dst, m.IP)
+	}
+	if ua := cutUA(m.UA); ua != "" {
+		dst = append(dst, `,"ua":`...)
+		dst, _ = jsontext.AppendQuote(dst, ua) // invalid UTF-8 becomes U+FFFD, as encoding/json does
+	}
+	if m.Client != "" {
+		dst = append(dst, `,"client":`...)
+		dst, _ = jsontext.AppendQuote(dst, m.Client)
+	}
+	return dst
+}
+
+// cutUA cuts a user agent to MaxUABytes, not within a character.
+func cutUA(ua string) string {
+	if len(ua) <= MaxUABytes {
+		return ua
+	}
+	cut := MaxUABytes
+	for cut > 0 && !utf8.RuneStart(ua[cut]) {
+		cut--
+	}
+	return ua[:cut]
+}
+
+// newUUID is a new UUIDv7, as NewID.
+func newUUID() uuid.UUID {
+	id, err := uuid.NewV7()
+	if err != nil { // only when the system's random source fails
+		return uuid.New()
+	}
+	return id
+}
+
+// appendUUID appends u in its canonical form, 36 bytes.
+func appendUUID(dst []byte, u uuid.UUID) []byte {
+	const hex = "0123456789abcdef"
+	for i, c := range u {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			dst = append(dst, '-')
+		}
+		dst = append(dst, hex[c>>4], hex[c&0xf])
+	}
+	return dst
+}
