@@ -3,14 +3,19 @@
 // the limit of Go's net/http stack on the machine, and nothing else.
 //
 //	noop [--listen 127.0.0.1:8080] [--stall-every N --stall 200ms]
+//	     [--grpc-listen ADDR] [--thrift-listen ADDR]
 //
 // With --stall-every N, every N-th request stalls the whole server for
 // --stall: every request being answered waits until the stall is over, as
 // in a stop-the-world pause. scripts/check-bench.sh uses it to show that
 // an open-loop load sees such stalls and a closed-loop one hides them.
 //
-// It prints its address on stdout once it listens, and stops on SIGINT or
-// SIGTERM.
+// With --grpc-listen and --thrift-listen it also serves the floors of the
+// catalog's benchmarks: inf.Data DataType answered at once by grpc-go and
+// by Apache Thrift's TSimpleServer, each with its default settings.
+//
+// It prints its address on stdout once it listens (then "grpc ADDR" and
+// "thrift ADDR" lines for the floors), and stops on SIGINT or SIGTERM.
 package main
 
 import (
@@ -46,6 +51,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	var s staller
 	fs.Int64Var(&s.every, "stall-every", 0, "stall the server every this many requests (0: never)")
 	fs.DurationVar(&s.stall, "stall", 200*time.Millisecond, "how long a stall lasts")
+	grpcListen := fs.String("grpc-listen", "", "also serve the gRPC floor (inf.Data, grpc-go defaults) on this address")
+	thriftListen := fs.String("thrift-listen", "", "also serve the Thrift floor (inf.Data, TSimpleServer, framed) on this address")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,8 +64,30 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	srv := &http.Server{Handler: handler(&s), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	done := make(chan error, 3)
+	var floors []string
+	if *grpcListen != "" {
+		gl, err := net.Listen("tcp", *grpcListen)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("gRPC floor: %w", err)
+		}
+		floors = append(floors, "grpc "+gl.Addr().String())
+		go func() { done <- serveGRPC(ctx, gl) }()
+	}
+	if *thriftListen != "" {
+		ts, addr, err := listenThrift(*thriftListen)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		floors = append(floors, "thrift "+addr.String())
+		go func() { done <- serveThrift(ctx, ts) }()
+	}
 	fmt.Fprintln(stdout, ln.Addr())
-	done := make(chan error, 1)
+	for _, f := range floors {
+		fmt.Fprintln(stdout, f)
+	}
 	go func() { done <- srv.Serve(ln) }()
 	select {
 	case err := <-done:
@@ -70,7 +99,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := srv.Shutdown(shutdown); err != nil {
 		return err
 	}
-	<-done
+	for range 1 + len(floors) { // the floors stop with ctx
+		<-done
+	}
 	return nil
 }
 
