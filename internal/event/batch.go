@@ -94,6 +94,9 @@ func (b *Batch) Add(raw []byte) *Invalid {
 	return nil
 }
 
+// Rejected reports whether the i-th event was rejected (by Add or Reject).
+func (b *Batch) Rejected(i int) bool { return b.evs[i].bad }
+
 // Reject drops the i-th event: it gets no record (its dead letter is the
 // caller's).
 func (b *Batch) Reject(i int) { b.evs[i].bad = true }

@@ -414,7 +414,7 @@ func (s *scanner) copyValue(dst []byte, g *groupRef) ([]byte, error) {
 		k := d.PeekKind()
 		depth := d.StackDepth()
 		isName := false
-		if depth > base {
+		if depth > base && k != '}' && k != ']' && k != 0 {
 			kind, n := d.StackIndex(depth)
 			switch {
 			case kind == '{' && n%2 == 1:

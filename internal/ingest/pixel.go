@@ -56,17 +56,10 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case bad != nil:
 		recs = []event.Record{s.deadLetter(raw, bad, meta)}
-	case s.planned():
-		var ans Answer
-		recs, ans, t = s.recordsPlanned(r, [][]byte{raw}, meta, p)
-		accepted = ans.Accepted
 	default:
-		var rec event.Record
-		rec, bad = s.build(raw, meta)
-		recs = []event.Record{rec}
-		if bad == nil {
-			accepted = 1
-		}
+		var ans Answer
+		recs, ans, t = s.records(r, [][]byte{raw}, meta, p)
+		accepted = ans.Accepted
 	}
 	if !s.writePixel(w, r, recs) {
 		return

@@ -179,8 +179,12 @@ func (t *tally) count(m *Metrics, mode catalog.Mode) {
 // its client and group; the client must be allowed the group; with a
 // catalog, one Resolve answers the distinct keys of the request's valid
 // events, and each event gets its code or is checked against the plan.
-// Each event is encoded once, when its code is known.
+// Each event is read once (Batch.Add) and its record laid out once its
+// code is known (Batch.Build).
 func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
+	b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
+	defer b.Release()
+	// evs carry what apply needs of each event: name, group, props, code.
 	evs := make([]event.Event, len(items))
 	bads := make([]*event.Invalid, len(items))
 	var (
@@ -193,10 +197,11 @@ func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta
 		index = make(map[catalog.Key]int, len(items))
 	}
 	for i, raw := range items {
-		e, bad := event.ParseAt(raw, s.cfg.MaxEventBytes, meta.ReceivedAt)
+		e := &evs[i]
+		bad := b.Add(raw)
 		if bad == nil {
-			e.Enrich(meta)
-			e.Group, bad = s.group(&e, p)
+			e.Event = b.Name(i)
+			e.Group, bad = s.group(b, i, p)
 		}
 		if bad == nil && s.auth != nil {
 			if err := s.auth.AllowGroup(p, e.Group); err != nil {
@@ -204,7 +209,7 @@ func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta
 					Msg: fmt.Sprintf("client %q may not send events of group %q", clientID(p), e.Group)}
 			}
 		}
-		evs[i], bads[i] = e, bad
+		bads[i] = bad
 		if s.cat == nil {
 			continue
 		}
@@ -229,44 +234,61 @@ func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta
 	}
 
 	var t tally
-	recs := make([]event.Record, 0, len(items))
+	// viols[i] are the violations of event i: let through in its header
+	// when it is accepted, or why it was rejected.
+	viols := make([][]catalog.Violation, len(items))
+	for i := range items {
+		e := &evs[i]
+		if bads[i] == nil && keyOf != nil && keyOf[i] >= 0 {
+			e.Props = b.Props(i) // valid until Build
+			var warn, reject []catalog.Violation
+			warn, reject, bads[i] = s.apply(e, &res[keyOf[i]], &t)
+			viols[i] = warn
+			if bads[i] != nil {
+				viols[i] = reject
+			}
+			e.Props = nil
+		}
+		if bads[i] != nil {
+			if !b.Rejected(i) {
+				b.Reject(i)
+			}
+			continue
+		}
+		b.Set(i, e.Group, e.Code)
+	}
+	b.Build()
+
+	recs := make([]event.Record, len(items))
 	ans := Answer{Rejected: []Rejection{}}
 	for i, raw := range items {
-		e, bad := &evs[i], bads[i]
-		var warn, reject []catalog.Violation
-		if bad == nil && keyOf != nil && keyOf[i] >= 0 {
-			warn, reject, bad = s.apply(e, &res[keyOf[i]], &t)
-		}
-		if bad == nil {
-			rec, err := e.Record(s.cfg.Topic)
-			if err == nil {
-				if len(warn) > 0 {
-					rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(warn)})
-					t.violations = appendTypes(t.violations, warn)
-				}
-				recs = append(recs, rec)
-				ans.Accepted++
-				continue
+		vs := viols[i]
+		if bad := bads[i]; bad != nil {
+			rec := s.deadLetter(raw, bad, meta)
+			if len(vs) > 0 {
+				rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(vs)})
+				t.violations = appendTypes(t.violations, vs)
 			}
-			s.log.Error("encoding event", "err", err) // a validated event always encodes
-			bad = &event.Invalid{Reason: event.ReasonMalformed, Msg: "event cannot be encoded: " + err.Error()}
+			recs[i] = rec
+			ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg, Violations: vs})
+			continue
 		}
-		rec := s.deadLetter(raw, bad, meta)
-		if len(reject) > 0 {
-			rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(reject)})
-			t.violations = appendTypes(t.violations, reject)
+		rec := b.Record(i)
+		if len(vs) > 0 {
+			rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(vs)})
+			t.violations = appendTypes(t.violations, vs)
 		}
-		recs = append(recs, rec)
-		ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg, Violations: reject})
+		recs[i] = rec
+		ans.Accepted++
 	}
 	return recs, ans, t
 }
 
-// group is e's group: its context.group, else its client's group
-// (auth.Client.Group: its default group or its only group), else the
+// group is the i-th event's group: its context.group, else its client's
+// group (auth.Client.Group: its default group or its only group), else the
 // default group (the catalog's).
-func (s *Server) group(e *event.Event, p auth.Principal) (string, *event.Invalid) {
-	g, ok, bad := e.ContextGroup()
+func (s *Server) group(b *event.Batch, i int, p auth.Principal) (string, *event.Invalid) {
+	g, ok, bad := b.ContextGroup(i)
 	switch {
 	case bad != nil:
 		return "", bad

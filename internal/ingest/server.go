@@ -278,45 +278,37 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 }
 
 // records turns a request's raw events into their records, and the answer
-// that says which were rejected and why.
+// that says which were rejected and why. Each event is read once: the
+// Batch validates it and re-emits it with the enrichment.
 func (s *Server) records(r *http.Request, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
 	if s.planned() {
 		return s.recordsPlanned(r, items, meta, p)
 	}
-	recs := make([]event.Record, 0, len(items))
+	b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
+	defer b.Release()
 	ans := Answer{Rejected: []Rejection{}}
+	var dead []event.Record // in the order of items
 	for i, raw := range items {
-		rec, bad := s.build(raw, meta)
-		if bad != nil {
+		if bad := b.Add(raw); bad != nil {
 			ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg})
-		} else {
-			ans.Accepted++
+			dead = append(dead, s.deadLetter(raw, bad, meta))
 		}
-		recs = append(recs, rec)
+	}
+	b.Build()
+	recs := make([]event.Record, len(items))
+	for i := range items {
+		if b.Rejected(i) {
+			recs[i], dead = dead[0], dead[1:]
+			continue
+		}
+		recs[i] = b.Record(i)
+		ans.Accepted++
 	}
 	return recs, ans, tally{}
 }
 
-// build turns one raw event into its record, or into a dead-letter record
-// and the reason when it is invalid. The record aliases nothing of raw
-// (Parse decodes into fresh values, Record encodes into a fresh buffer,
-// deadLetter copies), so the sink may keep it (see Sink).
-func (s *Server) build(raw []byte, meta event.Meta) (event.Record, *event.Invalid) {
-	e, bad := event.ParseAt(raw, s.cfg.MaxEventBytes, meta.ReceivedAt)
-	if bad != nil {
-		return s.deadLetter(raw, bad, meta), bad
-	}
-	e.Enrich(meta)
-	rec, err := e.Record(s.cfg.Topic)
-	if err != nil { // a validated event always encodes; keep it anyway
-		s.log.Error("encoding event", "err", err)
-		bad = &event.Invalid{Reason: event.ReasonMalformed, Msg: "event cannot be encoded: " + err.Error()}
-		return s.deadLetter(raw, bad, meta), bad
-	}
-	return rec, nil
-}
-
-// deadLetter builds the dead-letter record of an invalid event.
+// deadLetter builds the dead-letter record of an invalid event. It aliases
+// nothing of raw.
 func (s *Server) deadLetter(raw []byte, bad *event.Invalid, meta event.Meta) event.Record {
 	// Copy: raw aliases the pooled body buffer, and the sink may still
 	// hold the record after Write returns (ack=none).
