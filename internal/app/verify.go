@@ -47,7 +47,9 @@ func ParseVerify(args []string, env Env) (VerifyConfig, error) {
 	cfg := VerifyConfig{Load: verify.DefaultLoadConfig(), Brokers: []string{"127.0.0.1:9092"}, Topic: "events", Settle: 30 * time.Second}
 	fs := newFlags("verify", env)
 	l := &cfg.Load
-	fs.StringVar(&l.Target, "target", l.Target, "the gateway to check: http://host:port")
+	fs.StringVar(&l.Target, "target", l.Target, "the gateway to check: http://host:port or https://host:port")
+	fs.StringVar(&l.TLSCAFile, "tls-ca", "", "PEM `file` of the CAs that sign an https:// --target's certificate (default: the system's)")
+	fs.BoolVar(&l.TLSInsecureSkipVerify, "tls-insecure-skip-verify", false, "accept any certificate of an https:// --target (insecure: for tests only)")
 	cliflag.List(fs, &cfg.Brokers, "brokers", "Kafka seed brokers the gateway writes to, comma-separated host:port")
 	fs.StringVar(&cfg.Topic, "topic", cfg.Topic, "topic the gateway writes events to")
 	fs.IntVar(&l.Events, "events", l.Events, "events to send")
@@ -130,6 +132,9 @@ func Verify(ctx context.Context, cfg VerifyConfig, progress io.Writer) (verify.R
 	rate := "as fast as it answers"
 	if lc.Rate > 0 {
 		rate = fmt.Sprintf("at %g/s", lc.Rate)
+	}
+	if lc.TLSInsecureSkipVerify {
+		fmt.Fprintf(progress, "verify: warning: --tls-insecure-skip-verify: the certificate of %s is not checked\n", lc.Target)
 	}
 	fmt.Fprintf(progress, "verify: run %s: sending %s to %s %s, %d per request, %d in flight\n",
 		lc.Run, what, lc.Target, rate, lc.Batch, lc.Concurrency)

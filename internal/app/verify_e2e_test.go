@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -218,4 +220,69 @@ func TestVerifyAckGap(t *testing.T) {
 	if want := "longest time without a 2xx answer " + gap.Longest; !strings.Contains(stderr, want) {
 		t.Errorf("stderr lacks %q:\n%s", want, stderr)
 	}
+}
+
+// TestVerifyHTTPS checks a gateway serving HTTPS with a test CA's
+// certificate: with --tls-ca the check passes; without it, with another CA,
+// or with a CA file missing or not PEM, verify fails before sending, in one
+// line that says why; --tls-insecure-skip-verify passes with a warning.
+func TestVerifyHTTPS(t *testing.T) {
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "t-")
+	ca, other := testkit.NewCA(t), testkit.NewCA(t)
+	dir := t.TempDir()
+	cfg := gatewaytest.Config(t, brokers, topic)
+	cfg.Ack = gateway.AckKafka
+	cfg.DataDir = t.TempDir()
+	cfg.TLSCert, cfg.TLSKey = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	cfg.TLSListen = "127.0.0.1:0"
+	ca.ServerCert(t, cfg.TLSCert, cfg.TLSKey, "gateway", time.Time{}, time.Time{})
+	g := gatewaytest.Start(t, cfg)
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.pem")
+	target := "https://" + g.TLSAddr()
+	common := []string{"--target", target, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--settle", "10s", "--events", "100"}
+
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"the gateway's CA", []string{"--tls-ca", ca.File}, "delivered 100, lost 0"},
+		{"insecure", []string{"--tls-insecure-skip-verify"}, "warning: --tls-insecure-skip-verify: the certificate of " + target + " is not checked"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, rep, stderr := runVerifyMain(t, append(common, tt.args...)...)
+			if code != 0 || rep.Acknowledged != 100 || rep.Lost != 0 || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, report %+v; want 0, 100 acknowledged, none lost, and %q in stderr:\n%s", code, rep, tt.want, stderr)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string // the one line of stderr after the progress
+	}{
+		{"no CA", nil, "verify: " + target + ": the gateway's certificate is not signed by a CA this system trusts: give its CA with --tls-ca"},
+		{"another CA", []string{"--tls-ca", other.File}, "verify: " + target + ": the gateway's certificate is not signed by --tls-ca " + other.File},
+		{"CA missing", []string{"--tls-ca", missing}, "verify: --tls-ca: open " + missing + ": no such file or directory"},
+		{"CA not PEM", []string{"--tls-ca", notPEM}, "verify: --tls-ca " + notPEM + " holds no PEM certificate"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, rep, stderr := runVerifyMain(t, append(common, tt.args...)...)
+			lines := strings.Split(strings.TrimSpace(stderr), "\n")
+			if code != 1 || rep.Sent != 0 || !strings.HasSuffix(lines[len(lines)-1], tt.want) {
+				t.Errorf("exit %d, sent %d; want 1, nothing sent, and stderr ending in\n%s\ngot:\n%s", code, rep.Sent, tt.want, stderr)
+			}
+		})
+	}
+	t.Run("CA for http", func(t *testing.T) {
+		code, _, stderr := runVerifyMain(t, "--target", "http://"+g.Addr(), "--tls-ca", ca.File)
+		if code != 2 || !strings.Contains(stderr, "are for an https:// target") {
+			t.Errorf("exit %d, stderr %q; want 2 and a usage error", code, stderr)
+		}
+	})
 }

@@ -40,6 +40,12 @@ type LoadConfig struct {
 	Run string
 	// EventName is the "event" field of every event.
 	EventName string
+	// TLSCAFile is a PEM file of the CAs that sign an https:// Target's
+	// certificate (inlet verify --tls-ca); empty: the system's.
+	TLSCAFile string
+	// TLSInsecureSkipVerify accepts any certificate of an https:// Target
+	// (--tls-insecure-skip-verify): for tests only.
+	TLSInsecureSkipVerify bool
 }
 
 // DefaultLoadConfig returns the defaults of `inlet verify`, with a new run id.
@@ -64,6 +70,8 @@ func (c LoadConfig) Validate() error {
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		return fmt.Errorf("verify: target %q: want http://host:port", c.Target)
+	case u.Scheme != "https" && (c.TLSCAFile != "" || c.TLSInsecureSkipVerify):
+		return fmt.Errorf("verify: --tls-ca and --tls-insecure-skip-verify are for an https:// target, not %q", c.Target)
 	case c.Events < 0:
 		return errors.New("verify: events must not be negative")
 	case c.Duration < 0:
@@ -96,6 +104,10 @@ func (c LoadConfig) Validate() error {
 // (less any the answer lists as rejected). Each request's outcome is counted
 // with l.Answered. Requests are not retried.
 //
+// An https:// target's certificate is checked with cfg.TLSCAFile's CAs
+// before anything is sent: Load fails at once, in one line, if the file
+// cannot be read or the certificate does not verify.
+//
 // Load blocks until every event was sent and answered, or Duration ended
 // (requests in flight are finished), or ctx ended (requests in flight are
 // abandoned, and ctx's error is returned).
@@ -103,9 +115,21 @@ func Load(ctx context.Context, cfg LoadConfig, l *Ledger) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	tc, err := cfg.tlsConfig()
+	if err != nil {
+		return err
+	}
+	if tc != nil {
+		if err := checkTLS(ctx, cfg, tc); err != nil {
+			return err
+		}
+	}
 	name, _ := json.Marshal(cfg.EventName)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = cfg.Concurrency
+	if tc != nil {
+		tr.TLSClientConfig = tc
+	}
 	defer tr.CloseIdleConnections()
 	s := sender{
 		client: &http.Client{Transport: tr, Timeout: cfg.Timeout},
@@ -238,12 +262,15 @@ func acceptedIDs(ids []string, body []byte) []string {
 	return out
 }
 
-// errorKind names a request that got no answer.
+// errorKind names a request that got no answer: "canceled", "tls",
+// "refused", "timeout", "reset" or "error".
 func errorKind(ctx context.Context, err error) string {
 	var ne net.Error
 	switch {
 	case ctx.Err() != nil:
 		return "canceled"
+	case describeCertError(err, "") != "":
+		return "tls" // a certificate that changed during the load
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "refused"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():

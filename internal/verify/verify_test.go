@@ -174,6 +174,8 @@ func TestLoadConfigValidate(t *testing.T) {
 		{"empty run", func(c *LoadConfig) { c.Run = "" }},
 		{"run with a quote", func(c *LoadConfig) { c.Run = `a"b` }},
 		{"long run", func(c *LoadConfig) { c.Run = string(make([]byte, 101)) }},
+		{"CA for http", func(c *LoadConfig) { c.TLSCAFile = "ca.pem" }},
+		{"skip verify for http", func(c *LoadConfig) { c.TLSInsecureSkipVerify = true }},
 	}
 	for _, tt := range tests {
 		c := ok

@@ -1,0 +1,89 @@
+package verify
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+)
+
+// tlsConfig is the client TLS configuration for cfg's https:// target: the
+// CAs of TLSCAFile (else the system's), TLS 1.2 at least. It is nil for an
+// http:// target.
+func (c LoadConfig) tlsConfig() (*tls.Config, error) {
+	u, err := url.Parse(c.Target)
+	if err != nil || u.Scheme != "https" {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.TLSInsecureSkipVerify} //nolint:gosec // the user's explicit choice, warned about by inlet verify
+	if c.TLSCAFile != "" {
+		pem, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("verify: --tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("verify: --tls-ca %s holds no PEM certificate", c.TLSCAFile)
+		}
+		tc.RootCAs = pool
+	}
+	return tc, nil
+}
+
+// checkTLS makes one TLS handshake with the target, so that a certificate
+// tc does not verify fails the check at once, in one line, rather than
+// every request. Failing to connect at all is not an error here: Load
+// counts those requests.
+func checkTLS(ctx context.Context, c LoadConfig, tc *tls.Config) error {
+	u, err := url.Parse(c.Target)
+	if err != nil {
+		return err
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "443")
+	}
+	d := tls.Dialer{Config: tc, NetDialer: &net.Dialer{}}
+	hctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	conn, err := d.DialContext(hctx, "tcp", addr)
+	if err != nil {
+		if d := describeCertError(err, c.TLSCAFile); d != "" {
+			return fmt.Errorf("verify: %s: %s", c.Target, d)
+		}
+		return nil
+	}
+	return conn.Close()
+}
+
+// describeCertError says in a few words why the gateway's certificate was
+// refused, or "" when err is not about the certificate.
+func describeCertError(err error, caFile string) string {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostErr   x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		verr      *tls.CertificateVerificationError
+	)
+	switch {
+	case errors.As(err, &unknownCA):
+		if caFile == "" {
+			return "the gateway's certificate is not signed by a CA this system trusts: give its CA with --tls-ca"
+		}
+		return "the gateway's certificate is not signed by --tls-ca " + caFile
+	case errors.As(err, &hostErr):
+		return fmt.Sprintf("the gateway's certificate is not valid for %q: use a name it holds in --target", hostErr.Host)
+	case errors.As(err, &invalid):
+		if invalid.Reason == x509.Expired {
+			return "the gateway's certificate has expired or is not valid yet (or this clock is wrong)"
+		}
+		return "the gateway's certificate is invalid: " + invalid.Error()
+	case errors.As(err, &verr):
+		return "the gateway's certificate does not verify: " + verr.Err.Error()
+	}
+	return ""
+}
