@@ -1,8 +1,11 @@
 package event
 
 import (
+	"crypto/rand"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -27,6 +30,7 @@ type Batch struct {
 	evs   []pending // one per Add; reused
 	tail  []byte    // the enrichment every event of the request shares
 	out   []byte    // the records' bytes, from Build on; never reused
+	rnd   []byte    // random bytes of the ids Build makes; reused
 	topic string
 	limit int
 	now   time.Time
@@ -35,15 +39,15 @@ type Batch struct {
 // pending is one event between Add and Record.
 type pending struct {
 	f     fields
-	head  span // in heads; in out once built
-	value span // in out: the record value
-	id    span // in out: the generated id's contents, when the client sent none
-	ct    span // in out: the content-type header's value
-	code  span // in out: the code header's value
-	bad   bool // rejected by Add or Reject: no record here
+	head  span     // in heads; in out once built
+	value span     // in out: the record value
+	id    span     // in out: the generated id's contents, when the client sent none
+	ct    span     // in out: the content-type header's value
+	code  span     // in out: the code header's value
+	bad   *Invalid // why Add or Reject rejected it: no record here
 	group string
 	codeN int64
-	evID  string
+	hs    []Header // its headers' room (4), in one array for the request
 }
 
 // batches keeps Batches between requests. A Batch that held more than
@@ -69,7 +73,7 @@ func (b *Batch) Release() {
 		return
 	}
 	clear(b.evs)
-	*b = Batch{sc: b.sc, heads: b.heads[:0], evs: b.evs[:0], tail: b.tail[:0]}
+	*b = Batch{sc: b.sc, heads: b.heads[:0], evs: b.evs[:0], tail: b.tail[:0], rnd: b.rnd[:0]}
 	batches.Put(b)
 }
 
@@ -87,19 +91,19 @@ func (b *Batch) Add(raw []byte) *Invalid {
 	)
 	b.heads, f, bad = b.sc.scan(b.heads, raw, b.limit, b.now)
 	if bad != nil {
-		b.evs = append(b.evs, pending{bad: true})
+		b.evs = append(b.evs, pending{bad: bad})
 		return bad
 	}
 	b.evs = append(b.evs, pending{f: f, head: spanOf(start, len(b.heads))})
 	return nil
 }
 
-// Rejected reports whether the i-th event was rejected (by Add or Reject).
-func (b *Batch) Rejected(i int) bool { return b.evs[i].bad }
+// Invalid is why the i-th event was rejected (by Add or Reject), or nil.
+func (b *Batch) Invalid(i int) *Invalid { return b.evs[i].bad }
 
-// Reject drops the i-th event: it gets no record (its dead letter is the
-// caller's).
-func (b *Batch) Reject(i int) { b.evs[i].bad = true }
+// Reject drops the i-th event for bad: it gets no record (its dead letter
+// is the caller's).
+func (b *Batch) Reject(i int, bad *Invalid) { b.evs[i].bad = bad }
 
 // Name is the i-th event's name.
 func (b *Batch) Name(i int) string {
@@ -162,20 +166,32 @@ func groupOf(k jsontext.Kind, raw []byte) (string, bool, *Invalid) {
 // for the request. Call it once, after the last Add, Reject and Set.
 func (b *Batch) Build() {
 	const idPart = len(`,"id":""`) + 36
-	size := 0
+	size, n, ids := 0, 0, 0
 	for i := range b.evs {
 		p := &b.evs[i]
-		if p.bad {
+		if p.bad != nil {
 			continue
+		}
+		n++
+		if !p.f.id.ok() {
+			ids++
 		}
 		size += p.head.n + idPart + len(b.tail) + len(`,"group":"","code":}`) + 2*len(p.group) + 20 + len("application/json") + 20
 	}
+	if n == 0 {
+		return
+	}
 	out := make([]byte, 0, size)
+	hs := make([]Header, 4*n)
+	b.rnd = slices.Grow(b.rnd[:0], 8*ids)[:8*ids]
+	_, _ = rand.Read(b.rnd) // never fails (crypto/rand)
+	rnd := b.rnd
 	for i := range b.evs {
 		p := &b.evs[i]
-		if p.bad {
+		if p.bad != nil {
 			continue
 		}
+		p.hs, hs = hs[:4:4], hs[4:]
 		start := len(out)
 		out = append(out, p.head.of(b.heads)...)
 		p.head = span{start, p.head.n}
@@ -183,7 +199,8 @@ func (b *Batch) Build() {
 		if !p.f.id.ok() {
 			out = append(out, `,"id":"`...)
 			p.id = span{len(out), 36}
-			out = appendUUID(out, newUUID())
+			out = appendUUID(out, newV7(b.now, rnd[:8]))
+			rnd = rnd[8:]
 			out = append(out, '"')
 		}
 		out = append(out, b.tail...)
@@ -216,7 +233,7 @@ func (b *Batch) Build() {
 func (b *Batch) Record(i int) Record {
 	p := &b.evs[i]
 	out := b.out
-	hs := make([]Header, 3, 4)
+	hs := p.hs[:3]
 	if p.codeN != 0 {
 		hs = hs[:4]
 		hs[3] = Header{Key: HeaderEventCode, Value: p.code.of(out)}
@@ -283,13 +300,32 @@ func cutUA(ua string) string {
 	return ua[:cut]
 }
 
-// newUUID is a new UUIDv7, as NewID.
-func newUUID() uuid.UUID {
-	id, err := uuid.NewV7()
-	if err != nil { // only when the system's random source fails
-		return uuid.New()
+// lastV7 is the time stamp of the last id newV7 made, in milliseconds
+// since the epoch << 12 | a 12-bit sequence (RFC 9562 method 3), so that
+// the ids of one process increase.
+var lastV7 atomic.Int64
+
+// newV7 is a UUIDv7 of time t (a request's time: no clock read per event)
+// with 62 bits of rnd (8 bytes) as its random part.
+func newV7(t time.Time, rnd []byte) uuid.UUID {
+	nano := t.UnixNano()
+	ms := nano / int64(time.Millisecond)
+	now := ms<<12 | (nano-ms*int64(time.Millisecond))>>8
+	for {
+		last := lastV7.Load()
+		next := max(now, last+1)
+		if lastV7.CompareAndSwap(last, next) {
+			now = next
+			break
+		}
 	}
-	return id
+	ms, seq := now>>12, now&0xfff
+	var u uuid.UUID
+	u[0], u[1], u[2], u[3], u[4], u[5] = byte(ms>>40), byte(ms>>32), byte(ms>>24), byte(ms>>16), byte(ms>>8), byte(ms)
+	u[6], u[7] = 0x70|byte(seq>>8)&0x0f, byte(seq)
+	copy(u[8:], rnd)
+	u[8] = 0x80 | u[8]&0x3f // the RFC 4122 variant
+	return u
 }
 
 // appendUUID appends u in its canonical form, 36 bytes.

@@ -284,26 +284,7 @@ func syntaxOffset(se *json.SyntaxError) int64 {
 
 // splitLines returns the non-blank lines of body. It stops early once it has
 // more than maxEvents lines, since the request is rejected anyway.
-func splitLines(body []byte, maxEvents int) [][]byte {
-	var items [][]byte
-	for len(body) > 0 {
-		line := body
-		if i := bytes.IndexByte(body, '\n'); i >= 0 {
-			line, body = body[:i], body[i+1:]
-		} else {
-			body = nil
-		}
-		line = bytes.TrimSpace(line)
-		if len(line) == 0 {
-			continue
-		}
-		items = append(items, line)
-		if maxEvents > 0 && len(items) > maxEvents {
-			break
-		}
-	}
-	return items
-}
+func splitLines(body []byte, maxEvents int) [][]byte { return appendLines(nil, body, maxEvents) }
 
 func firstNonSpace(b []byte) int {
 	for i, c := range b {

@@ -151,7 +151,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hold *membudge
 		defer idle.stop()
 		src = idle
 	}
-	sent, err := readAll(src, s.cfg.MaxBodyBytes, hold)
+	sent, err := readAll(src, s.cfg.MaxBodyBytes, r.ContentLength, hold)
 	if err != nil {
 		return nil, s.bodyReadError(err, "")
 	}
@@ -190,7 +190,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hold *membudge
 		defer func() { _ = zr.Reset(nil); s.zstd.Put(zr) }()
 		dec = zr
 	}
-	body, err = readAll(dec, s.cfg.MaxDecompressedBytes, hold)
+	body, err = readAll(dec, s.cfg.MaxDecompressedBytes, -1, hold)
 	if errors.Is(err, errTooLarge) {
 		err = errDecompressedTooLarge
 	}
@@ -201,52 +201,69 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hold *membudge
 	return body, nil
 }
 
+// maxPresize is the most readAll takes at once for a body's announced
+// length: a body up to it is read into one buffer of its size; a larger one
+// grows from there as it comes, so that a stalled upload holds about what
+// it sent, not what it announced.
+const maxPresize = 64 << 10
+
 // readAll reads src to its end into a pooled buffer, failing with
-// errTooLarge past limit bytes. The buffer starts small and doubles as it
-// fills, never past limit, so that a stalled upload holds what it sent,
-// not what it announced; what hold is charged is its capacity, so that the
-// budget bounds the memory, not only the bytes.
-func readAll(src io.Reader, limit int64, hold *membudget.Hold) ([]byte, error) {
-	b := getBuf(min(minBuf, limit))
+// errTooLarge past limit bytes. want is the length the body announced
+// (Content-Length), or -1: the buffer starts at that size, up to
+// maxPresize, else at minBuf, and doubles as it fills, never past limit.
+// What hold is charged is the buffer's capacity, so that the budget bounds
+// the memory, not only the bytes.
+func readAll(src io.Reader, limit, want int64, hold *membudget.Hold) ([]byte, error) {
+	first := int64(minBuf)
+	if want > 0 {
+		first = min(want, maxPresize)
+	}
+	b := getBuf(min(first, limit))
 	if err := hold.Take(int64(cap(b))); err != nil {
 		putBuf(b)
 		return nil, err
 	}
 	for {
 		room := min(int64(cap(b)), limit)
-		if int64(len(b)) == room {
-			if room == limit {
-				var one [1]byte
-				n, err := io.ReadFull(src, one[:])
-				switch {
-				case n == 0 && err == io.EOF:
-					return b, nil
-				case n == 1:
-					err = errTooLarge
-				}
+		if int64(len(b)) < room {
+			n, err := src.Read(b[len(b):room])
+			b = b[:len(b)+n]
+			if err == io.EOF {
+				return b, nil
+			}
+			if err != nil {
 				putBuf(b)
 				return nil, err
 			}
-			nb := getBuf(min(2*int64(cap(b)), limit))
-			if err := hold.Take(int64(cap(nb) - cap(b))); err != nil {
-				putBuf(nb)
-				putBuf(b)
-				return nil, err
-			}
-			nb = append(nb, b...)
-			putBuf(b)
-			b = nb
 			continue
 		}
-		n, err := src.Read(b[len(b):room])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
+		var more []byte // a byte read to tell the end from more to come
+		if room == limit || int64(len(b)) == want {
+			var one [1]byte
+			n, err := io.ReadFull(src, one[:])
+			switch {
+			case n == 0 && err == io.EOF:
+				return b, nil
+			case n == 1 && room == limit:
+				err = errTooLarge
+			case n == 1:
+				more = one[:]
+				err = nil
+			}
+			if err != nil {
+				putBuf(b)
+				return nil, err
+			}
 		}
-		if err != nil {
+		nb := getBuf(min(2*int64(cap(b)), limit))
+		if err := hold.Take(int64(cap(nb) - cap(b))); err != nil {
+			putBuf(nb)
 			putBuf(b)
 			return nil, err
 		}
+		nb = append(append(nb, b...), more...)
+		putBuf(b)
+		b = nb
 	}
 }
 

@@ -22,6 +22,18 @@ type Metrics struct {
 	// CatalogViolations counts tracking-plan violations found, by type and
 	// mode (warn: let through; block, or blocked_event: rejected).
 	CatalogViolations *prometheus.CounterVec
+
+	// rejectedBy are EventsRejected's counters of the known reasons,
+	// looked up once.
+	rejectedBy map[event.Reason]prometheus.Counter
+}
+
+// rejected is EventsRejected's counter of reason.
+func (m *Metrics) rejected(reason []byte) prometheus.Counter {
+	if c, ok := m.rejectedBy[event.Reason(reason)]; ok {
+		return c
+	}
+	return m.EventsRejected.WithLabelValues(string(reason))
 }
 
 // NewMetrics creates the metrics and registers them with reg (nil: not registered).
@@ -60,11 +72,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "inlet_catalog_violations_total",
 			Help: "Tracking-plan violations of events taken by the sink, by violation type and catalog mode.",
 		}, []string{"type", "mode"}),
+		rejectedBy: map[event.Reason]prometheus.Counter{},
 	}
 	for _, r := range []event.Reason{event.ReasonMalformed, event.ReasonNotObject, event.ReasonTooLarge,
 		event.ReasonMissingEvent, event.ReasonBadField, event.ReasonUnknownField,
 		event.ReasonPlanViolation, event.ReasonForbiddenGroup} {
-		m.EventsRejected.WithLabelValues(string(r)) // export zeros
+		m.rejectedBy[r] = m.EventsRejected.WithLabelValues(string(r)) // and export zeros
 	}
 	m.CatalogUnresolved.WithLabelValues("unavailable")
 	if reg != nil {

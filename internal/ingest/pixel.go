@@ -57,8 +57,12 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	case bad != nil:
 		recs = []event.Record{s.deadLetter(raw, bad, meta)}
 	default:
+		b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
+		defer b.Release()
+		items := [][]byte{raw}
+		b.Add(raw)
 		var ans Answer
-		recs, ans, t = s.records(r, [][]byte{raw}, meta, p)
+		recs, ans, t = s.records(r, b, items, meta, p)
 		accepted = ans.Accepted
 	}
 	if !s.writePixel(w, r, recs) {

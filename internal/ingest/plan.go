@@ -179,11 +179,9 @@ func (t *tally) count(m *Metrics, mode catalog.Mode) {
 // its client and group; the client must be allowed the group; with a
 // catalog, one Resolve answers the distinct keys of the request's valid
 // events, and each event gets its code or is checked against the plan.
-// Each event is read once (Batch.Add) and its record laid out once its
-// code is known (Batch.Build).
-func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
-	b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
-	defer b.Release()
+// Each event was read once (Batch.Add, in add) and its record is laid out
+// once its code is known (Batch.Build).
+func (s *Server) recordsPlanned(r *http.Request, b *event.Batch, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
 	// evs carry what apply needs of each event: name, group, props, code.
 	evs := make([]event.Event, len(items))
 	bads := make([]*event.Invalid, len(items))
@@ -196,9 +194,9 @@ func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta
 		keyOf = make([]int, len(items))
 		index = make(map[catalog.Key]int, len(items))
 	}
-	for i, raw := range items {
+	for i := range items {
 		e := &evs[i]
-		bad := b.Add(raw)
+		bad := b.Invalid(i)
 		if bad == nil {
 			e.Event = b.Name(i)
 			e.Group, bad = s.group(b, i, p)
@@ -250,9 +248,7 @@ func (s *Server) recordsPlanned(r *http.Request, items [][]byte, meta event.Meta
 			e.Props = nil
 		}
 		if bads[i] != nil {
-			if !b.Rejected(i) {
-				b.Reject(i)
-			}
+			b.Reject(i, bads[i])
 			continue
 		}
 		b.Set(i, e.Group, e.Code)

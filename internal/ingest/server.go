@@ -253,18 +253,27 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		return
 	}
 	defer putBuf(body)
-	items, err := event.Split(body, f, s.cfg.MaxEvents)
+	ib := itemsPool.Get().(*[][]byte)
+	defer putItems(ib)
+	items, err := event.Frame((*ib)[:0], body, f, s.cfg.MaxEvents)
+	*ib = items
 	if err != nil {
 		s.writeError(w, bodyError(err))
+		return
+	}
+	meta := s.meta(r)
+	meta.Client = clientID(p)
+	b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
+	defer b.Release()
+	if herr := s.add(b, items, body, f); herr != nil {
+		s.writeError(w, herr)
 		return
 	}
 	if herr := s.admit(p, len(items)); herr != nil {
 		s.writeError(w, herr)
 		return
 	}
-	meta := s.meta(r)
-	meta.Client = clientID(p)
-	recs, ans, t := s.records(r, items, meta, p)
+	recs, ans, t := s.records(r, b, items, meta, p)
 	if !s.write(w, detached(r), recs) {
 		return
 	}
@@ -274,31 +283,56 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 	if ans.Accepted == 0 {
 		status = http.StatusBadRequest
 	}
-	writeJSON(w, status, ans)
+	writeAnswer(w, status, &ans)
 }
 
-// records turns a request's raw events into their records, and the answer
-// that says which were rejected and why. Each event is read once: the
-// Batch validates it and re-emits it with the enrichment.
-func (s *Server) records(r *http.Request, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
-	if s.planned() {
-		return s.recordsPlanned(r, items, meta, p)
+// itemsPool keeps the slices that hold a request's events between
+// requests; putItems drops those of more than maxPooledItems.
+var itemsPool = sync.Pool{New: func() any { return new([][]byte) }}
+
+const maxPooledItems = 4096
+
+func putItems(ib *[][]byte) {
+	if cap(*ib) > maxPooledItems {
+		return
 	}
-	b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
-	defer b.Release()
-	ans := Answer{Rejected: []Rejection{}}
-	var dead []event.Record // in the order of items
-	for i, raw := range items {
-		if bad := b.Add(raw); bad != nil {
-			ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg})
-			dead = append(dead, s.deadLetter(raw, bad, meta))
+	clear(*ib) // keep no body alive
+	*ib = (*ib)[:0]
+	itemsPool.Put(ib)
+}
+
+// add reads each event of the request into b, once. Frame left the events'
+// insides unchecked: when one is malformed_json and the layout is JSON, the
+// body as a whole is checked as Split does, and a body Split refuses is
+// answered as it was (400 with the offset), not as a rejected event.
+func (s *Server) add(b *event.Batch, items [][]byte, body []byte, f event.Format) *httpError {
+	malformed := false
+	for _, raw := range items {
+		if bad := b.Add(raw); bad != nil && bad.Reason == event.ReasonMalformed {
+			malformed = true
 		}
+	}
+	if malformed && f != event.FormatNDJSON {
+		if _, err := event.Split(body, f, s.cfg.MaxEvents); err != nil {
+			return bodyError(err)
+		}
+	}
+	return nil
+}
+
+// records turns a request's events, read into b (add), into their records,
+// and the answer that says which were rejected and why.
+func (s *Server) records(r *http.Request, b *event.Batch, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
+	if s.planned() {
+		return s.recordsPlanned(r, b, items, meta, p)
 	}
 	b.Build()
 	recs := make([]event.Record, len(items))
-	for i := range items {
-		if b.Rejected(i) {
-			recs[i], dead = dead[0], dead[1:]
+	ans := Answer{Rejected: []Rejection{}}
+	for i, raw := range items {
+		if bad := b.Invalid(i); bad != nil {
+			ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg})
+			recs[i] = s.deadLetter(raw, bad, meta)
 			continue
 		}
 		recs[i] = b.Record(i)
@@ -327,7 +361,7 @@ func (s *Server) count(accepted int, recs []event.Record) {
 		}
 		for _, h := range recs[i].Headers {
 			if h.Key == event.HeaderReason {
-				s.metrics.EventsRejected.WithLabelValues(string(h.Value)).Inc()
+				s.metrics.rejected(h.Value).Inc()
 			}
 		}
 	}
@@ -470,8 +504,9 @@ func (s *Server) errorHeaders(h http.Header, e *httpError) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["Cache-Control"] = cacheNoStore
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false) // messages quote <, > and & as they are: this is not HTML
