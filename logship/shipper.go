@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,9 +41,11 @@ type Stats struct {
 // Callers of Handle take only mu, and never make a system call: spilled
 // records are appended to pending, which the syncLoop goroutine writes.
 type shipper struct {
-	sink Sink
-	opts Options
-	enc  *encoder
+	sink       Sink
+	pl         pipeliner // sink, or sink wrapped to answer each send at once
+	maxFlights int       // batches in flight at most: 1 unless sink pipelines
+	opts       Options
+	enc        *encoder
 
 	queue    chan []byte
 	spilling atomic.Bool // new records go to the spill file, after those in it
@@ -58,28 +62,82 @@ type shipper struct {
 	spare   []byte
 	dirty   bool // written since the last fsync
 
-	readOff int64 // next byte to replay; only the run goroutine uses it
+	// Only the run goroutine (and close, once it returned) uses these.
+	readOff  int64    // next byte of the spill file to replay
+	ackOff   int64    // the spill file's bytes before it are acknowledged
+	savedOff int64    // what pos says
+	pos      *os.File // the checkpoint: ackOff, so that a restart does not replay what was acknowledged
 
-	syncNow  chan struct{}
-	writeNow chan struct{}
-	stopRun  chan struct{} // closed by close: drain and return
-	abort    chan struct{} // closed when close's context is done
-	runDone  chan struct{}
-	syncer   chan struct{}
-	once     sync.Once
-	lastErr  atomic.Value // error
+	acks      chan *flight // answered flights; room for maxFlights, so a sink never waits
+	runCtx    context.Context
+	cancelRun context.CancelFunc // close's context is done: stop delivering
+	syncNow   chan struct{}
+	writeNow  chan struct{}
+	posNow    chan struct{} // the checkpoint was written: fsync it
+	stopRun   chan struct{} // closed by close: drain and return
+	runDone   chan struct{}
+	syncer    chan struct{}
+	once      sync.Once
+	lastErr   atomic.Value // error
 
 	handled, sent, spilled, replayed, retried atomic.Int64
 	dropped                                   sync.Map // reason → *atomic.Int64
 	droppedSinceReport                        atomic.Int64
 }
 
-const spillName = "logship.spill"
+// flight is a batch handed to the sink and not yet settled.
+type flight struct {
+	recs   [][]byte
+	replay bool  // read from the spill file
+	end    int64 // with replay: the spill file's offset after its last record
+	err    error // the sink's answer, set before the flight is sent on acks
+	done   bool  // answered; the run goroutine's own
+}
+
+// pipeliner is a Sink that takes the next batch while earlier ones are in
+// flight (KafkaSink). send hands records over and returns without waiting
+// for the sink, except while the sink's own bounded buffer is full (until
+// ctx is done); done is called once, with what Write would have returned,
+// and must not block. A batch fails only together with every batch sent
+// after it that is not yet answered (franz-go fails every buffered record
+// of a partition at once), so sending them again in order keeps the order.
+// records are the sink's until done is called.
+type pipeliner interface {
+	send(ctx context.Context, records [][]byte, done func(error))
+	// buffered is how many records the sink holds without send waiting.
+	buffered() int
+}
+
+// oneAtATime pipelines a plain Sink: send waits for Write.
+type oneAtATime struct{ Sink }
+
+func (s oneAtATime) send(ctx context.Context, records [][]byte, done func(error)) {
+	done(s.Write(ctx, records))
+}
+
+func (s oneAtATime) buffered() int { return 0 }
+
+const (
+	spillName = "logship.spill"
+	posName   = "logship.spill.pos"
+	// maxFlights bounds the batches in flight to a sink that pipelines:
+	// with BatchSize records each, enough to keep Kafka busy across its
+	// round trips, and a bound on the memory they hold.
+	maxFlights = 16
+)
 
 func newShipper(sink Sink, o Options) (*shipper, error) {
 	s := &shipper{sink: sink, opts: o, queue: make(chan []byte, o.QueueSize),
-		syncNow: make(chan struct{}, 1), writeNow: make(chan struct{}, 1), stopRun: make(chan struct{}), abort: make(chan struct{}),
-		runDone: make(chan struct{}), syncer: make(chan struct{})}
+		syncNow: make(chan struct{}, 1), writeNow: make(chan struct{}, 1), posNow: make(chan struct{}, 1),
+		stopRun: make(chan struct{}), runDone: make(chan struct{}), syncer: make(chan struct{})}
+	s.pl, s.maxFlights = oneAtATime{sink}, 1
+	if pl, ok := sink.(pipeliner); ok {
+		// Within what the sink buffers: a send that waited for room could
+		// fail on its own after later ones got in.
+		s.pl, s.maxFlights = pl, min(maxFlights, max(1, pl.buffered()/o.BatchSize))
+	}
+	s.acks = make(chan *flight, s.maxFlights)
+	s.runCtx, s.cancelRun = context.WithCancel(context.Background())
 	if o.SpillDir == "" {
 		return s, nil
 	}
@@ -96,11 +154,63 @@ func newShipper(sink Sink, o Options) (*shipper, error) {
 		f.Close()
 		return nil, fmt.Errorf("logship: reading spill file %s: %w", path, err)
 	}
+	pos, off, err := openPos(filepath.Join(o.SpillDir, posName))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// A checkpoint past the end: the file was emptied (or lost its
+	// unsynced tail) after the checkpoint was written.
+	off = min(off, size)
 	s.file, s.size, s.flushed = f, size, size
+	s.pos, s.readOff, s.ackOff, s.savedOff = pos, off, off, off
 	if size > 0 {
 		s.spilling.Store(true) // replay what an earlier handler left, first
 	}
 	return s, nil
+}
+
+// openPos opens the checkpoint file and reads the offset it holds: the
+// decimal bytes of the spill file already acknowledged. One it cannot
+// read is 0: the spill file is replayed from its start (duplicates, no loss).
+func openPos(path string) (*os.File, int64, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, 0, fmt.Errorf("logship: opening spill checkpoint: %w", err)
+	}
+	var buf [posLen]byte
+	n, _ := f.ReadAt(buf[:], 0)
+	off, err := strconv.ParseInt(strings.TrimSpace(string(buf[:n])), 10, 64)
+	if err != nil || off < 0 {
+		off = 0
+	}
+	return f, off, nil
+}
+
+const posLen = 21 // 20 digits and a newline: every write replaces the whole
+
+// savePos writes ackOff to the checkpoint file if it moved, and has it
+// fsynced soon (by syncLoop), or now with sync.
+func (s *shipper) savePos(sync bool) {
+	if s.pos == nil || (s.ackOff == s.savedOff && !sync) {
+		return
+	}
+	buf := fmt.Appendf(make([]byte, 0, posLen), "%020d\n", s.ackOff)
+	_, err := s.pos.WriteAt(buf, 0)
+	if err == nil && sync {
+		err = s.pos.Sync()
+	}
+	if err != nil {
+		s.lastErr.Store(fmt.Errorf("logship: writing spill checkpoint: %w", err))
+		return
+	}
+	s.savedOff = s.ackOff
+	if !sync {
+		select {
+		case s.posNow <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // cutTornTail truncates f after its last newline (a crash may have left a
@@ -240,7 +350,7 @@ func (s *shipper) kick(urgent bool) {
 
 // syncLoop writes spilled records to the file when enough are pending,
 // and writes and fsyncs them every SyncInterval and when an ERROR record
-// asks.
+// asks; it fsyncs the checkpoint soon after the run goroutine wrote it.
 func (s *shipper) syncLoop() {
 	defer close(s.syncer)
 	if s.file == nil {
@@ -254,6 +364,11 @@ func (s *shipper) syncLoop() {
 			s.writeMu.Lock()
 			s.writeOut()
 			s.writeMu.Unlock()
+			continue
+		case <-s.posNow:
+			if err := s.pos.Sync(); err != nil {
+				s.lastErr.Store(fmt.Errorf("logship: syncing spill checkpoint: %w", err))
+			}
 			continue
 		case <-t.C:
 		case <-s.syncNow:
@@ -279,78 +394,195 @@ func (s *shipper) sync() {
 	}
 }
 
-// run is the delivery goroutine: the batch that failed first, then the
-// queue, then the spill file, in that order, which is the order of
-// handling.
+// run is the delivery goroutine. It sends, in the order they were
+// handled, the batches that failed first, then the queue, then the spill
+// file, with up to maxFlights batches in flight. When one fails, it waits
+// for the others in flight, and after a backoff sends them all again, in
+// order; meanwhile new records spill.
 func (s *shipper) run() {
 	defer close(s.runDone)
-	var linger *time.Timer
-	stopping := false
+	var (
+		window  []*flight // in flight, in the order they were sent
+		redo    []*flight // failed: sent again before anything else
+		failing bool      // a flight failed: wait for the rest of the window, then back off
+		backoff = s.opts.RetryBackoff
+		stop    = s.stopRun // nil once Close began
+		idle    = time.NewTimer(s.opts.SyncInterval)
+		abort   = s.runCtx.Done()
+	)
+	defer idle.Stop()
+	send := func(f *flight) {
+		f.err, f.done = nil, false
+		window = append(window, f)
+		ctx, cancel := context.WithTimeout(s.runCtx, s.opts.SendTimeout)
+		s.pl.send(ctx, f.recs, func(err error) {
+			cancel()
+			f.err = err
+			s.acks <- f // never waits: room for every flight
+		})
+	}
+	// settle takes an answer, then retires the answered flights at the
+	// head of the window, in order.
+	settle := func(answered *flight) {
+		answered.done = true
+		for len(window) > 0 && window[0].done {
+			f := window[0]
+			window[0] = nil
+			window = window[1:]
+			var rej *RejectedError
+			if failing || (f.err != nil && !errors.As(f.err, &rej)) {
+				// Failed, or after one that failed: sent again after it
+				// (as if failed even if not, so nothing overtakes it).
+				if f.err != nil {
+					s.lastErr.Store(f.err)
+					s.retried.Add(1)
+				}
+				if s.file != nil {
+					s.spilling.Store(true) // the sink is down: keep new records on disk, not in memory
+				}
+				failing = true
+				redo = append(redo, f)
+				continue
+			}
+			n := int64(len(f.recs))
+			if rej != nil {
+				s.drop(DropRejected, int64(rej.N))
+				s.lastErr.Store(f.err)
+				n -= int64(rej.N)
+			}
+			s.sent.Add(n)
+			if f.replay {
+				s.replayed.Add(n)
+				s.ackOff = f.end
+			}
+			backoff = s.opts.RetryBackoff
+			if !s.spilling.Load() {
+				s.reportDrops()
+			}
+		}
+	}
 	for {
-		batch := s.takeQueue()
-		if len(batch) == 0 && s.spilling.Load() && s.file != nil {
-			if s.replay() {
-				continue
-			}
-			if s.aborted() {
-				return
-			}
-		}
-		if len(batch) == 0 {
-			if stopping || s.aborted() {
-				return
-			}
+		for drained := false; !drained; {
 			select {
-			case ev := <-s.queue:
-				batch = append(batch, ev)
-			case <-s.stopRun:
-				stopping = true
-				continue
-			case <-s.syncNow:
-				continue
-			case <-time.After(s.opts.SyncInterval):
-				continue
-			}
-			if !stopping && len(batch) < s.opts.BatchSize {
-				if linger == nil {
-					linger = time.NewTimer(s.opts.Linger)
-				} else {
-					linger.Reset(s.opts.Linger)
-				}
-				select {
-				case <-linger.C:
-				case <-s.stopRun:
-					stopping = true
-				}
-				batch = append(batch, s.takeQueueN(s.opts.BatchSize-1)...)
+			case f := <-s.acks:
+				settle(f)
+			default:
+				drained = true
 			}
 		}
-		if !s.deliver(batch, false) {
-			s.leave(batch)
+		s.savePos(false)
+		select {
+		case <-abort:
+			if failing {
+				s.leave(redo, window)
+			} else {
+				s.leave(window, redo)
+			}
+			return
+		default:
+		}
+		if len(window) > 0 && (failing || len(window) >= s.maxFlights) {
+			select {
+			case f := <-s.acks:
+				settle(f)
+			case <-abort:
+			}
+			continue
+		}
+		if failing { // every flight after the failed one is back
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-abort:
+			}
+			t.Stop()
+			backoff = min(2*backoff, 5*time.Second)
+			failing = false
+			continue
+		}
+		if len(redo) > 0 {
+			f := redo[0]
+			redo[0] = nil
+			redo = redo[1:]
+			send(f)
+			continue
+		}
+		if batch := s.takeQueue(nil); len(batch) > 0 {
+			if len(window) > 0 && stop != nil {
+				// The sink is busy with earlier batches: a full batch
+				// costs no more time than a short one.
+				var stopped bool
+				if batch, stopped = s.fill(batch, stop); stopped {
+					stop = nil
+				}
+			}
+			send(&flight{recs: batch})
+			continue
+		}
+		if s.spilling.Load() && s.file != nil {
+			if f := s.replayNext(); f != nil {
+				send(f)
+				continue
+			}
+			if s.readOff == s.ackOff && s.catchUp() {
+				continue
+			}
+		}
+		if stop == nil && len(window) == 0 && !s.spilling.Load() {
 			return
 		}
-		if !s.spilling.Load() {
-			s.reportDrops()
+		var queue <-chan []byte = s.queue
+		if stop == nil {
+			queue = nil // takeQueue above takes what is left
 		}
+		idle.Reset(s.opts.SyncInterval)
+		select {
+		case ev := <-queue:
+			batch, stopped := s.fill(append(make([][]byte, 0, s.opts.BatchSize), ev), stop)
+			if stopped {
+				stop = nil
+			}
+			send(&flight{recs: batch})
+		case f := <-s.acks:
+			settle(f)
+		case <-stop:
+			stop = nil
+		case <-idle.C:
+		case <-abort:
+		}
+		idle.Stop()
 	}
 }
 
-func (s *shipper) aborted() bool {
-	select {
-	case <-s.abort:
-		return true
-	default:
-		return false
-	}
-}
-
-func (s *shipper) takeQueue() [][]byte { return s.takeQueueN(s.opts.BatchSize) }
-
-func (s *shipper) takeQueueN(n int) [][]byte {
-	var batch [][]byte
-	for len(batch) < n {
+// fill adds queued records to batch until it holds BatchSize, Linger
+// passed, or stop is closed (then it takes what is queued, and says so).
+func (s *shipper) fill(batch [][]byte, stop <-chan struct{}) ([][]byte, bool) {
+	t := time.NewTimer(s.opts.Linger)
+	defer t.Stop()
+	for len(batch) < s.opts.BatchSize {
 		select {
 		case ev := <-s.queue:
+			batch = s.takeQueue(append(batch, ev))
+		case <-t.C:
+			return batch, false
+		case <-stop:
+			return s.takeQueue(batch), true
+		case <-s.runCtx.Done():
+			return batch, false
+		}
+	}
+	return batch, false
+}
+
+// takeQueue appends queued records to batch, without waiting, until it
+// holds BatchSize.
+func (s *shipper) takeQueue(batch [][]byte) [][]byte {
+	for len(batch) < s.opts.BatchSize {
+		select {
+		case ev := <-s.queue:
+			if batch == nil {
+				batch = make([][]byte, 0, min(s.opts.BatchSize, len(s.queue)+1))
+			}
 			batch = append(batch, ev)
 		default:
 			return batch
@@ -359,92 +591,39 @@ func (s *shipper) takeQueueN(n int) [][]byte {
 	return batch
 }
 
-// deliver writes batch to the sink until it is acknowledged, rejected, or
-// close's context is done (false). While the sink fails, new records spill.
-func (s *shipper) deliver(batch [][]byte, replay bool) bool {
-	backoff := s.opts.RetryBackoff
+// takeAll takes every queued record, without waiting.
+func (s *shipper) takeAll() [][]byte {
+	var batch [][]byte
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.SendTimeout)
-		go func() {
-			select {
-			case <-s.abort:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		err := s.sink.Write(ctx, batch)
-		cancel()
-		var rej *RejectedError
-		switch {
-		case err == nil:
-		case errors.As(err, &rej):
-			s.drop(DropRejected, int64(rej.N))
-			s.lastErr.Store(err)
-			err = nil
-		}
-		if err == nil {
-			n := int64(len(batch))
-			if rej != nil {
-				n -= int64(rej.N)
-			}
-			s.sent.Add(n)
-			if replay {
-				s.replayed.Add(n)
-			}
-			return true
-		}
-		s.lastErr.Store(err)
-		s.retried.Add(1)
-		if s.file != nil {
-			s.spilling.Store(true) // the sink is down: keep new records on disk, not in memory
-		}
-		t := time.NewTimer(backoff)
 		select {
-		case <-t.C:
-		case <-s.abort:
-			t.Stop()
-			return false
+		case ev := <-s.queue:
+			batch = append(batch, ev)
+		default:
+			return batch
 		}
-		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 
-// replay delivers the next batch of spilled records; when it caught up, it
-// empties the file and turns spilling off. It reports whether it sent.
-func (s *shipper) replay() bool {
+// replayNext reads the next batch of spilled records at readOff. It
+// returns nil when every record written to the file was read, or when the
+// file cannot be read (lastErr says why).
+func (s *shipper) replayNext() *flight {
 	s.writeMu.Lock()
 	s.writeOut()
 	avail := s.flushed
-	if s.readOff >= avail {
-		s.mu.Lock()
-		if len(s.pending) > 0 { // spilled meanwhile
-			s.mu.Unlock()
-			s.writeMu.Unlock()
-			return true
-		}
-		// Caught up, and nothing spills while mu is held.
-		if err := s.file.Truncate(0); err != nil {
-			s.lastErr.Store(err)
-			s.mu.Unlock()
-			s.writeMu.Unlock()
-			return false
-		}
-		s.size, s.flushed, s.readOff, s.dirty = 0, 0, 0, false
-		s.spilling.Store(false)
-		s.mu.Unlock()
-		s.writeMu.Unlock()
-		s.reportDrops()
-		return false
-	}
 	s.writeMu.Unlock()
+	if s.readOff >= avail {
+		return nil
+	}
 	var batch [][]byte
 	used := 0
-	for want := min(avail-s.readOff, 512<<10); len(batch) == 0; want = min(2*want, avail-s.readOff) {
+	first := min(avail-s.readOff, int64(min(max(s.opts.BatchSize*512, 64<<10), 4<<20)))
+	for want := first; len(batch) == 0; want = min(2*want, avail-s.readOff) {
 		buf := make([]byte, want)
 		n, err := s.file.ReadAt(buf, s.readOff)
 		if err != nil && !errors.Is(err, io.EOF) {
-			s.lastErr.Store(err)
-			return false
+			s.lastErr.Store(fmt.Errorf("logship: reading spill file: %w", err))
+			return nil
 		}
 		buf = buf[:n]
 		for len(batch) < s.opts.BatchSize {
@@ -456,13 +635,40 @@ func (s *shipper) replay() bool {
 			used += i + 1
 		}
 		if len(batch) == 0 && want == avail-s.readOff {
-			return false // cannot happen: the file ends with a newline once flushed
+			return nil // cannot happen: the file ends with a newline once flushed
 		}
 	}
-	if !s.deliver(batch, true) {
+	f := &flight{recs: batch, replay: true, end: s.readOff + int64(used)}
+	s.readOff = f.end
+	return f
+}
+
+// catchUp, once every spilled record was acknowledged, empties the spill
+// file and turns spilling off. It reports false if it could not (lastErr
+// says why). It holds writeMu from the truncation until the checkpoint
+// says 0 on disk, so that the file does not grow before: a checkpoint
+// that counted old bytes would skip new ones after a crash.
+func (s *shipper) catchUp() bool {
+	s.writeMu.Lock()
+	s.writeOut()
+	s.mu.Lock()
+	if len(s.pending) > 0 || s.flushed > s.readOff { // spilled meanwhile
+		s.mu.Unlock()
+		s.writeMu.Unlock()
+		return true
+	}
+	if err := s.file.Truncate(0); err != nil {
+		s.lastErr.Store(fmt.Errorf("logship: emptying spill file: %w", err))
+		s.mu.Unlock()
+		s.writeMu.Unlock()
 		return false
 	}
-	s.readOff += int64(used)
+	s.size, s.flushed, s.readOff, s.ackOff, s.dirty = 0, 0, 0, 0, false
+	s.spilling.Store(false)
+	s.mu.Unlock()
+	s.savePos(true)
+	s.writeMu.Unlock()
+	s.reportDrops()
 	return true
 }
 
@@ -475,10 +681,23 @@ func (s *shipper) reportDrops() {
 	}
 }
 
-// leave keeps what close's context left no time for: in the spill file
-// for the next handler, or counted as dropped.
-func (s *shipper) leave(batch [][]byte) {
-	batch = append(batch, s.takeQueueN(len(s.queue))...)
+// leave keeps what close's context left no time for, the flights not
+// acknowledged and the queue: in the spill file for the next handler, or
+// counted as dropped. Flights read from the spill file are in it still,
+// after the checkpoint.
+func (s *shipper) leave(flights ...[]*flight) {
+	var batch [][]byte
+	for _, fs := range flights {
+		for _, f := range fs {
+			if !f.replay {
+				batch = append(batch, f.recs...)
+			}
+		}
+	}
+	s.leaveRecords(append(batch, s.takeAll()...))
+}
+
+func (s *shipper) leaveRecords(batch [][]byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.file == nil {
@@ -511,14 +730,15 @@ func (s *shipper) close(ctx context.Context) error {
 	select {
 	case <-s.runDone:
 	case <-ctx.Done():
-		close(s.abort)
+		s.cancelRun()
 		<-s.runDone
 	}
+	s.cancelRun()
 	<-s.syncer
 	// A record handled while Close began may have reached the queue after
 	// run returned: keep it like the rest of what is left.
-	if rest := s.takeQueueN(len(s.queue)); len(rest) > 0 {
-		s.leave(rest)
+	if rest := s.takeAll(); len(rest) > 0 {
+		s.leaveRecords(rest)
 	}
 	s.mu.Lock()
 	s.closed = true
@@ -526,11 +746,15 @@ func (s *shipper) close(ctx context.Context) error {
 	left := int64(0)
 	if s.file != nil {
 		s.sync()
-		left = s.flushed - s.readOff
+		left = s.flushed - s.ackOff
 		if left == 0 {
-			s.file.Truncate(0)
+			if err := s.file.Truncate(0); err == nil {
+				s.ackOff = 0
+			}
 		}
+		s.savePos(true)
 		s.file.Close()
+		s.pos.Close()
 	}
 	// The handler may still be called after Close: those records are counted as closed.
 	sctx, cancel := context.WithCancel(ctx)

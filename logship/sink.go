@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -91,12 +93,16 @@ type KafkaConfig struct {
 }
 
 // KafkaSink produces records straight to Kafka with franz-go's idempotent
-// producer (acks=all).
+// producer (acks=all). A Handler keeps several batches in flight to it
+// (franz-go batches and compresses them as it sends), in order: one
+// partition, and a failed batch fails those after it too.
 type KafkaSink struct {
 	cl    *kgo.Client
 	topic string
 	key   []byte
 }
+
+var _ pipeliner = (*KafkaSink)(nil)
 
 // NewKafkaSink returns a sink producing to cfg.Topic; Close closes its client.
 func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
@@ -106,7 +112,13 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent with acks=all (franz-go's default)
+		// The handler sends batches of up to Options.BatchSize, so franz-go
+		// need not wait for more; what arrives while a request is in
+		// flight goes into the next one.
 		kgo.ProducerLinger(0),
+		// Bounds what franz-go holds; the handler keeps fewer records
+		// than this in flight, so that a send never waits for room.
+		kgo.MaxBufferedRecords(kafkaBuffered),
 		kgo.AllowAutoTopicCreation(),
 		kgo.ClientID("inlet-logship"),
 	}
@@ -120,32 +132,77 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 	return &KafkaSink{cl: cl, topic: cfg.Topic, key: cfg.Key}, nil
 }
 
+// kafkaBuffered is franz-go's MaxBufferedRecords for a KafkaSink.
+const kafkaBuffered = 64 << 10
+
+func (s *KafkaSink) buffered() int { return kafkaBuffered }
+
+// Write produces records and waits for their acknowledgement.
 func (s *KafkaSink) Write(ctx context.Context, records [][]byte) error {
-	recs := make([]*kgo.Record, len(records))
-	for i, r := range records {
-		recs[i] = &kgo.Record{Topic: s.topic, Key: s.key, Value: r}
-	}
-	res := s.cl.ProduceSync(ctx, recs...)
-	rejected := 0
-	var first error
-	for _, r := range res {
-		switch {
-		case r.Err == nil:
-		case errors.Is(r.Err, kerr.MessageTooLarge), errors.Is(r.Err, kerr.RecordListTooLarge):
-			rejected++
-			if first == nil {
-				first = r.Err
-			}
-		default:
-			return fmt.Errorf("logship: producing to %s: %w", s.topic, r.Err)
-		}
-	}
-	if rejected > 0 {
-		return &RejectedError{N: rejected, Err: first}
-	}
-	return nil
+	errc := make(chan error, 1)
+	s.send(ctx, records, func(err error) { errc <- err })
+	return <-errc
 }
 
+// send produces records without waiting for Kafka; done gets nil once all
+// were acknowledged, a *RejectedError for those too large, else the first
+// error. franz-go calls promises serially, in order within a partition,
+// so the dones of successive sends come in order.
+func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)) {
+	if len(records) == 0 {
+		done(nil)
+		return
+	}
+	b := &kafkaBatch{topic: s.topic, done: done}
+	b.left.Store(int32(len(records)))
+	recs := make([]kgo.Record, len(records))
+	for i, r := range records {
+		recs[i] = kgo.Record{Topic: s.topic, Key: s.key, Value: r}
+		s.cl.Produce(ctx, &recs[i], b.promise)
+	}
+}
+
+// kafkaBatch gathers the answers of one send's records.
+type kafkaBatch struct {
+	topic    string
+	done     func(error)
+	left     atomic.Int32
+	mu       sync.Mutex // guards rejected and first: a record failed at once is answered on the producing goroutine
+	rejected int
+	first    error // the first error that is not a rejection
+	tooLarge error
+}
+
+func (b *kafkaBatch) promise(_ *kgo.Record, err error) {
+	if err != nil {
+		b.mu.Lock()
+		switch {
+		case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+			b.rejected++
+			if b.tooLarge == nil {
+				b.tooLarge = err
+			}
+		case b.first == nil:
+			b.first = err
+		}
+		b.mu.Unlock()
+	}
+	if b.left.Add(-1) > 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case b.first != nil:
+		b.done(fmt.Errorf("logship: producing to %s: %w", b.topic, b.first))
+	case b.rejected > 0:
+		b.done(&RejectedError{N: b.rejected, Err: b.tooLarge})
+	default:
+		b.done(nil)
+	}
+}
+
+// Close waits for what is in flight, within ctx, and closes the client.
 func (s *KafkaSink) Close(ctx context.Context) error {
 	err := s.cl.Flush(ctx)
 	s.cl.Close()

@@ -1,0 +1,102 @@
+package logship_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/testkit"
+	"github.com/inlet-dev/inlet/logship"
+)
+
+func pipeEvents(tb testing.TB, p *logship.PipeSink) []map[string]any {
+	var out []map[string]any
+	for _, r := range p.Got() {
+		var m map[string]any
+		if err := json.Unmarshal(r, &m); err != nil {
+			tb.Fatalf("record is not JSON: %v: %s", err, r)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// answerUntil acknowledges the sink's sends until it holds n records.
+func answerUntil(t *testing.T, p *logship.PipeSink, n int) {
+	t.Helper()
+	testkit.WaitFor(t, 20*time.Second, "every record acknowledged", func() bool {
+		p.Answer(true)
+		return len(p.Got()) >= n
+	})
+}
+
+// TestPipelineKeepsBatchesInFlight: to a sink that pipelines, the handler
+// sends MaxFlights batches before the first is answered, not one; all
+// arrive, in order, once answered.
+func TestPipelineKeepsBatchesInFlight(t *testing.T) {
+	p := &logship.PipeSink{}
+	h, err := logship.NewHandler(p, logship.Options{BatchSize: 10, Linger: time.Millisecond, QueueSize: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1000
+	l := slog.New(h)
+	for i := range n {
+		l.Info("record", "i", i)
+	}
+	testkit.WaitFor(t, 10*time.Second, "MaxFlights batches in flight", func() bool {
+		now, _ := p.Pending()
+		return now == logship.MaxFlights
+	})
+	time.Sleep(20 * time.Millisecond) // (a wait for what must not happen) no more than MaxFlights
+	if _, most := p.Pending(); most != logship.MaxFlights {
+		t.Fatalf("%d batches in flight at most, want %d", most, logship.MaxFlights)
+	}
+	answerUntil(t, p, n)
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if others := checkInOrder(t, pipeEvents(t, p), n); len(others) != 0 {
+		t.Errorf("unexpected events: %v", others)
+	}
+}
+
+// TestPipelineFailureResendsInOrder: when the batches in flight fail (all
+// at once, as franz-go fails a partition's buffered records), new records
+// spill; the failed batches are sent again first, then the spill file:
+// every record arrives, in order.
+func TestPipelineFailureResendsInOrder(t *testing.T) {
+	p := &logship.PipeSink{}
+	h, err := logship.NewHandler(p, logship.Options{BatchSize: 10, Linger: time.Millisecond, QueueSize: 64,
+		SpillDir: t.TempDir(), RetryBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	l := slog.New(h)
+	i := 0
+	for ; i < n/2; i++ {
+		l.Info("record", "i", i)
+	}
+	testkit.WaitFor(t, 10*time.Second, "batches in flight", func() bool {
+		now, _ := p.Pending()
+		return now >= 4
+	})
+	p.Answer(false)
+	for ; i < n; i++ {
+		l.Info("record", "i", i)
+	}
+	answerUntil(t, p, n)
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := h.Stats()
+	if st.Retried < 4 || st.Spilled == 0 || st.Replayed == 0 {
+		t.Errorf("stats %+v: want the failed batches retried, records spilled and replayed", st)
+	}
+	if others := checkInOrder(t, pipeEvents(t, p), n); len(others) != 0 {
+		t.Errorf("unexpected events: %v", others)
+	}
+}
