@@ -13,7 +13,9 @@ import "bytes"
 // for a syntax error inside an event is cut by Frame, and the event is
 // rejected by Batch.Add as malformed_json. A caller that answers such a body
 // as Split would (a JSON or single layout: the whole body is refused) calls
-// Split once an event of the body was rejected as malformed_json.
+// Split once an event of a JSON body was rejected as malformed_json, or the
+// event of a single body was rejected at all (Add reports a field's fault
+// before data after the event).
 //
 // The returned slices alias body.
 func Frame(dst [][]byte, body []byte, f Format, maxEvents int) ([][]byte, error) {
@@ -72,6 +74,9 @@ func frameJSON(dst [][]byte, b []byte, maxEvents int) ([][]byte, bool) {
 	n := len(dst)
 	for {
 		if maxEvents > 0 && len(dst)-n == maxEvents {
+			return dst, false
+		}
+		if i == len(b) {
 			return dst, false
 		}
 		end, ok := valueEnd(b, i)

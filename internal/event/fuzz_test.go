@@ -1,11 +1,16 @@
 package event_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 
 	"github.com/inlet-dev/inlet/internal/event"
 )
@@ -14,8 +19,10 @@ import (
 var fuzzLimits = event.Limits{MaxEvents: 8, MaxEventBytes: 512}
 
 // FuzzSplitParse runs a body through the whole pipeline, as a batch (JSON or
-// NDJSON) and as a single event, and checks what holds for any input. The seed
-// corpus is in testdata/fuzz/FuzzSplitParse.
+// NDJSON) and as a single event, and checks what holds for any input: Frame
+// cuts what Split cuts, and each event goes through Parse and through the
+// one pass (Batch), which checkOnePass holds to a reference on encoding/json.
+// The seed corpus is in testdata/fuzz/FuzzSplitParse.
 func FuzzSplitParse(f *testing.F) {
 	f.Add([]byte(`[{"event":"a"},{"event":"b","id":"x","uid":"u","props":{"k":1}}]`), false)
 	f.Add([]byte(`{"batch":[{"event":"a","ts":"2026-01-02T15:04:05Z","context":{"ip":"x"}}]}`), false)
@@ -23,8 +30,15 @@ func FuzzSplitParse(f *testing.F) {
 	f.Add([]byte(`{"event":"a","anon_id":"n","props":null}`), false)
 	f.Add([]byte(`[{"event":"a"},]`), false)
 	f.Add([]byte(`{"event":"a","unknown":1}`), true)
+	f.Add([]byte(`{"EVENT":"a"}`), true)
+	f.Add([]byte(`[{"event":"a","event":"b"},{"event":"a","props":{"k":1,"k":2}}]`), false)
+	f.Add([]byte("{\"event\":\"a\xff\"}\n{\"event\":\"\\ud800\"}\n{\"event\":\"\\ud83d\\ude00\"}"), true)
+	f.Add([]byte(`{"event":"a","props":{"n":123456789012345678901234567890,"f":-1.50e+300,"s":"\u00e9\n"}}`), false)
+	f.Add([]byte(`{"event":"a","context":{"group":"g","GROUP":1,"x":{"group":2}}}`), true)
+	f.Add([]byte(`{"event":"a","props":{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}`), false)
+	f.Add([]byte(` { "batch" : [ {"event":"a", "uid":"", "anon_id":null, "ts":null} ] } `), false)
 
-	meta := event.Meta{ReceivedAt: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC), IP: "192.0.2.7", UA: "fuzz"}
+	meta := event.Meta{ReceivedAt: fuzzNow, IP: "192.0.2.7", UA: "fuzz", Client: "c"}
 	f.Fuzz(func(t *testing.T, body []byte, ndjson bool) {
 		format := event.FormatJSON
 		if ndjson {
@@ -32,6 +46,11 @@ func FuzzSplitParse(f *testing.F) {
 		}
 		for _, layout := range []event.Format{format, event.FormatSingle} {
 			items, err := event.Split(body, layout, fuzzLimits.MaxEvents)
+			framed, ferr := event.Frame(nil, body, layout, fuzzLimits.MaxEvents)
+			checkFrame(t, body, layout, items, err, framed, ferr)
+			for _, raw := range framed {
+				checkOnePass(t, raw, meta, ndjson)
+			}
 			if err != nil {
 				checkFuzzBodyError(t, body, err)
 				continue
@@ -117,4 +136,187 @@ func checkFuzzEvent(tb testing.TB, raw []byte, meta event.Meta) {
 	if string(r.Key) != e.Key() || r.EventID != e.ID {
 		tb.Fatalf("Record of %q: key %q, EventID %q; want %q, %q", raw, r.Key, r.EventID, e.Key(), e.ID)
 	}
+}
+
+// checkFrame: Frame cuts every body Split cuts into the same events, and
+// fails as Split fails, but for a body whose faults are inside an event,
+// which the one pass rejects as malformed_json (or at all, for the single
+// event of /v1/track).
+func checkFrame(tb testing.TB, body []byte, layout event.Format, items [][]byte, err error, framed [][]byte, ferr error) {
+	tb.Helper()
+	if err == nil {
+		if ferr != nil {
+			tb.Fatalf("Frame(%q): %v; Split cut it", body, ferr)
+		}
+		if len(framed) != len(items) {
+			tb.Fatalf("Frame(%q) cut %d events, Split %d", body, len(framed), len(items))
+		}
+		for i := range items {
+			if !bytes.Equal(framed[i], items[i]) {
+				tb.Fatalf("Frame(%q) event %d is %q, Split's %q", body, i, framed[i], items[i])
+			}
+		}
+		return
+	}
+	if ferr != nil {
+		if ferr.Error() != err.Error() {
+			tb.Fatalf("Frame(%q): %v; Split: %v", body, ferr, err)
+		}
+		return
+	}
+	b := event.NewBatch("events", event.Meta{}, 0)
+	defer b.Release()
+	for _, raw := range framed {
+		if bad := b.Add(raw); bad != nil && (bad.Reason == event.ReasonMalformed || layout == event.FormatSingle) {
+			return
+		}
+	}
+	tb.Fatalf("Frame(%q) cut %q with no malformed event; Split: %v", body, framed, err)
+}
+
+// fuzzNow is the fuzz meta's time, which bounds ts.
+var fuzzNow = time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+
+// checkOnePass is the oracle of the one pass: Batch accepts raw exactly when
+// the reference does (legacy Parse on encoding/json, with names matched
+// exactly, no duplicate names, valid UTF-8, no lone surrogates, MaxDepth),
+// for the same reason; and the record value of an accepted event re-parses
+// to the values sent, numbers as sent, plus the enrichment.
+func checkOnePass(tb testing.TB, raw []byte, meta event.Meta, planned bool) {
+	tb.Helper()
+	b := event.NewBatch("events", meta, fuzzLimits.MaxEventBytes)
+	defer b.Release()
+	bad := b.Add(raw)
+	legacy, lbad := event.LegacyParseAt(raw, fuzzLimits.MaxEventBytes, meta.ReceivedAt)
+	strict := event.StrictJSON(firstValue(raw), event.MaxDepth)
+	switch {
+	case lbad != nil && lbad.Reason == event.ReasonTooLarge:
+		if bad == nil || bad.Reason != event.ReasonTooLarge {
+			tb.Fatalf("Add(%q) = %v, want too_large", raw, bad)
+		}
+		return
+	case lbad != nil && lbad.Reason == event.ReasonMalformed:
+		if bad == nil || bad.Reason != event.ReasonMalformed {
+			tb.Fatalf("Add(%q) = %v, want malformed_json as the reference: %v", raw, bad, lbad)
+		}
+		return
+	case !strict:
+		if bad == nil || bad.Reason != event.ReasonMalformed {
+			tb.Fatalf("Add(%q) = %v, want malformed_json: not strict JSON", raw, bad)
+		}
+		return
+	case !exactNames(firstValue(raw)):
+		if bad == nil {
+			tb.Fatalf("Add(%q) accepted a field name in another case", raw)
+		}
+		return
+	case (bad == nil) != (lbad == nil) || (bad != nil && bad.Reason != lbad.Reason):
+		tb.Fatalf("Add(%q) = %v, the reference %v", raw, bad, lbad)
+	case bad != nil:
+		return
+	}
+
+	group, code := "", int64(0)
+	if planned {
+		group, code = "g\"\u2028<é>", 42
+		b.Set(0, group, code)
+	}
+	b.Build()
+	r := b.Record(0)
+	if !event.StrictJSON(r.Value, event.MaxDepth) || r.Value[0] != '{' {
+		tb.Fatalf("record value of %q is no strict JSON object: %q", raw, r.Value)
+	}
+	got := decodeNumbers(tb, r.Value)
+	want := decodeNumbers(tb, raw)
+	for _, k := range []string{"ts", "props", "context", "id", "uid", "anon_id"} {
+		if v, ok := want[k]; ok && (v == nil || ((k == "uid" || k == "anon_id") && v == "")) {
+			delete(want, k) // null is absent, and so are an empty uid and anon_id
+		}
+	}
+	id, _ := got["id"].(string)
+	if _, ok := want["id"]; !ok {
+		if u, err := uuid.Parse(id); err != nil || u.Version() != 7 {
+			tb.Fatalf("record value of %q: id %q is not a UUIDv7", raw, id)
+		}
+		want["id"] = id
+	}
+	want["received_at"] = meta.ReceivedAt.UTC().Format(time.RFC3339Nano)
+	want["ip"], want["ua"], want["client"] = meta.IP, meta.UA, meta.Client
+	if planned {
+		want["group"], want["code"] = group, json.Number("42")
+	}
+	if !reflect.DeepEqual(got, want) {
+		tb.Fatalf("record value of %q is\n%q, re-parsed\n%v, want\n%v", raw, r.Value, got, want)
+	}
+	headers := map[string]string{}
+	for _, h := range r.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	key := legacy.UID
+	if key == "" {
+		key = legacy.AnonID
+	}
+	if key == "" {
+		key = id
+	}
+	if r.EventID != id || string(r.Key) != key || headers[event.HeaderEventID] != id ||
+		headers[event.HeaderEventName] != legacy.Event || headers[event.HeaderContentType] != "application/json" {
+		tb.Fatalf("record of %q: EventID %q, key %q, headers %q; want id %q, key %q, name %q", raw, r.EventID, r.Key, headers, id, key, legacy.Event)
+	}
+	if planned != (headers[event.HeaderEventCode] == "42") {
+		tb.Fatalf("record of %q: headers %q, code %d", raw, headers, code)
+	}
+}
+
+// exactNames reports whether every top-level name of raw, an object (or
+// not), is one of an event's fields as spelled.
+func exactNames(raw []byte) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return true // not an object
+	}
+	for k := range m {
+		switch k {
+		case "event", "id", "ts", "uid", "anon_id", "props", "context":
+		default:
+			if legacyKnown(k) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// legacyKnown reports whether encoding/json matched k to a field.
+func legacyKnown(k string) bool {
+	for _, f := range []string{"event", "id", "ts", "uid", "anon_id", "props", "context"} {
+		if strings.EqualFold(k, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeNumbers decodes a JSON object with numbers as their text.
+func decodeNumbers(tb testing.TB, b []byte) map[string]any {
+	tb.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		tb.Fatalf("decoding %q: %v", b, err)
+	}
+	return m
+}
+
+// firstValue is raw up to the end of its first JSON value (all of raw when
+// it has none): where the strict rules apply; what follows is the
+// reference's.
+func firstValue(raw []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	var v json.RawMessage
+	if dec.Decode(&v) != nil {
+		return raw
+	}
+	return raw[:dec.InputOffset()]
 }

@@ -302,17 +302,19 @@ func putItems(ib *[][]byte) {
 }
 
 // add reads each event of the request into b, once. Frame left the events'
-// insides unchecked: when one is malformed_json and the layout is JSON, the
-// body as a whole is checked as Split does, and a body Split refuses is
-// answered as it was (400 with the offset), not as a rejected event.
+// insides unchecked: when one is malformed_json (or the single event of
+// /v1/track is rejected at all: what follows it is unread) and the layout is
+// JSON, the body as a whole is checked as Split does, and a body Split
+// refuses is answered as it was (400 with the offset), not as a rejected
+// event.
 func (s *Server) add(b *event.Batch, items [][]byte, body []byte, f event.Format) *httpError {
-	malformed := false
+	check := false
 	for _, raw := range items {
-		if bad := b.Add(raw); bad != nil && bad.Reason == event.ReasonMalformed {
-			malformed = true
+		if bad := b.Add(raw); bad != nil && (bad.Reason == event.ReasonMalformed || f == event.FormatSingle) {
+			check = true
 		}
 	}
-	if malformed && f != event.FormatNDJSON {
+	if check && f != event.FormatNDJSON {
 		if _, err := event.Split(body, f, s.cfg.MaxEvents); err != nil {
 			return bodyError(err)
 		}
