@@ -19,8 +19,10 @@ import (
 // Version is set at build time with -ldflags "-X github.com/inlet-dev/inlet/internal/app.Version=v1.2.3".
 var Version = "dev"
 
-// Env is the process environment, as seen by Main.
+// Env is the process environment, as seen by Main. A nil Stdin reads
+// nothing (as os/exec's Cmd.Stdin).
 type Env struct {
+	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
 }
@@ -174,5 +176,5 @@ func (c *logConfig) logger(w io.Writer) (*slog.Logger, error) {
 
 // DefaultEnv is the real process environment.
 func DefaultEnv() Env {
-	return Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
 }

@@ -127,7 +127,11 @@ func runShip(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	return Ship(ctx, cfg, os.Stdin, log)
+	stdin := env.Stdin
+	if stdin == nil {
+		stdin = strings.NewReader("")
+	}
+	return Ship(ctx, cfg, stdin, log)
 }
 
 // shipSink is what Ship delivers to; logship's sinks are the two.
