@@ -558,6 +558,54 @@ func TestParse(t *testing.T) {
 		{name: "ts object", raw: `{"event":"a","ts":{}}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" must be a number`, "got object"}},
 		{name: "ts array", raw: `{"event":"a","ts":[1]}`, wantReason: event.ReasonBadField, wantMsg: []string{`"ts" must be a number`, "got array"}},
 
+		// Strict JSON: exact names, no name twice, valid UTF-8, no lone
+		// surrogates, at most MaxDepth deep (they were all accepted).
+		{name: "name in capitals", raw: `{"EVENT":"a"}`, wantReason: event.ReasonUnknownField, wantMsg: []string{`unknown field "EVENT"`}},
+		{name: "name capitalized beside the exact one", raw: `{"event":"a","Props":{}}`, wantReason: event.ReasonUnknownField, wantMsg: []string{`unknown field "Props"`}},
+		{name: "name with an escape", raw: `{"\u0065vent":"a"}`, want: event.Event{Event: "a"}},
+		{
+			name: "duplicate top-level name", raw: `{"event":"a","event":"b"}`, // the second "event" is byte 13
+			wantReason: event.ReasonMalformed, wantMsg: []string{`duplicate field "event" in the event`, "byte offset 13"},
+		},
+		{
+			name: "duplicate name spelled otherwise", raw: `{"event":"a","\u0065vent":"b"}`,
+			wantReason: event.ReasonMalformed, wantMsg: []string{`duplicate field "event"`, "byte offset 13"},
+		},
+		{
+			name: "duplicate name in props", raw: `{"event":"a","props":{"k":1,"k":2}}`, // the second "k" is byte 28
+			wantReason: event.ReasonMalformed, wantMsg: []string{`duplicate field "k" in "/props"`, "byte offset 28"},
+		},
+		{
+			name: "duplicate name deep in context", raw: `{"event":"a","context":{"page":[{"x":1,"x":1}]}}`,
+			wantReason: event.ReasonMalformed, wantMsg: []string{`duplicate field "x" in "/context/page/0"`},
+		},
+		{name: "same name in two objects", raw: `{"event":"a","props":{"k":{"k":1}},"context":{"k":1}}`, want: event.Event{Event: "a",
+			Props: json.RawMessage(`{"k":{"k":1}}`), Context: json.RawMessage(`{"k":1}`)}},
+		{name: "duplicate after a bad field", raw: `{"event":1,"x":1,"x":2}`, wantReason: event.ReasonMalformed, wantMsg: []string{`duplicate field "x"`}},
+		{name: "invalid UTF-8 in the name", raw: "{\"event\":\"a\xffb\"}", wantReason: event.ReasonMalformed, wantMsg: []string{"invalid UTF-8", "byte offset 11"}},
+		{name: "invalid UTF-8 in props", raw: "{\"event\":\"a\",\"props\":{\"s\":\"\xc3\"}}", wantReason: event.ReasonMalformed, wantMsg: []string{"invalid UTF-8"}},
+		{name: "invalid UTF-8 in a name in props", raw: "{\"event\":\"a\",\"props\":{\"\xe2\x82\":1}}", wantReason: event.ReasonMalformed, wantMsg: []string{"invalid UTF-8"}},
+		{name: "lone high surrogate", raw: `{"event":"\ud800"}`, wantReason: event.ReasonMalformed, wantMsg: []string{`\ud800`, "lone UTF-16 surrogate", "byte offset"}},
+		{name: "lone low surrogate in props", raw: `{"event":"a","props":{"s":"x\udc00"}}`, wantReason: event.ReasonMalformed, wantMsg: []string{`\udc00`, "surrogate"}},
+		{name: "high surrogate then no low one", raw: `{"event":"\ud83d\u0041"}`, wantReason: event.ReasonMalformed, wantMsg: []string{"surrogate"}},
+		{name: "surrogate pair", raw: `{"event":"\ud83d\ude00"}`, want: event.Event{Event: "😀"}},
+		{
+			name: "nested to the depth limit", raw: `{"event":"a","props":` + nested(event.MaxDepth-1) + `}`,
+			want: event.Event{Event: "a", Props: json.RawMessage(nested(event.MaxDepth - 1))},
+		},
+		{
+			name: "nested past the depth limit", raw: `{"event":"a","props":` + nested(event.MaxDepth) + `}`,
+			// The innermost '{' opens the 65th level.
+			wantReason: event.ReasonMalformed, wantMsg: []string{fmt.Sprintf("nest more than %d deep", event.MaxDepth),
+				fmt.Sprintf("byte offset %d", len(`{"event":"a","props":`)+(event.MaxDepth-1)*len(`{"a":`))},
+		},
+		{name: "nested past the limit in an unknown field", raw: `{"event":"a","x":` + nested(event.MaxDepth) + `}`, wantReason: event.ReasonMalformed, wantMsg: []string{"nest more than"}},
+		{name: "array nested past the limit", raw: strings.Repeat("[", event.MaxDepth+1) + strings.Repeat("]", event.MaxDepth+1), wantReason: event.ReasonMalformed, wantMsg: []string{"nest more than"}},
+		{
+			name: "number beyond float64 kept", raw: `{"event":"a","props":{"n":123456789012345678901234567890,"f":1.50e+300}}`,
+			want: event.Event{Event: "a", Props: json.RawMessage(`{"n":123456789012345678901234567890,"f":1.50e+300}`)},
+		},
+
 		// unknown_field
 		{name: "unknown field", raw: `{"event":"a","user":"x"}`, wantReason: event.ReasonUnknownField, wantMsg: []string{`unknown field "user"`, `"props"`}},
 		{name: "server field", raw: `{"event":"a","received_at":"2026-01-02T15:04:05Z"}`, wantReason: event.ReasonUnknownField, wantMsg: []string{`unknown field "received_at"`}},
@@ -604,6 +652,11 @@ func TestParse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nested is n objects nested in each other, {"a":{"a":...{}}}: n deep.
+func nested(n int) string {
+	return strings.Repeat(`{"a":`, n-1) + "{}" + strings.Repeat("}", n-1)
 }
 
 // parseNow is TestParse's clock: "ts" may be up to a year past it.

@@ -431,7 +431,7 @@ func (s *scanner) copyValue(dst []byte, g *groupRef) ([]byte, error) {
 		switch k {
 		case '{', '[':
 			if depth >= MaxDepth {
-				return dst, &depthError{offset: d.InputOffset()}
+				return dst, &depthError{offset: d.InputOffset() + int64(skipSeparators(d.UnreadBuffer(), 0))}
 			}
 			if _, err := d.ReadToken(); err != nil {
 				return dst, err
@@ -509,8 +509,8 @@ func (s *scanner) syntaxInvalid(raw []byte, err error) *Invalid {
 	switch {
 	case strings.Contains(msg, "invalid UTF-8"):
 		msg = "invalid UTF-8 in a string; send text as UTF-8"
-	case strings.Contains(msg, "escape sequence"):
-		msg += " (a lone UTF-16 surrogate is no character)"
+	case strings.Contains(msg, "surrogate"), strings.Contains(msg, "escape sequence"):
+		msg += " (a lone UTF-16 surrogate is no character: escape a character outside the BMP as a surrogate pair)"
 	}
 	return invalid(ReasonMalformed, "malformed JSON at byte offset %d: %s", se.ByteOffset, msg)
 }
