@@ -180,6 +180,12 @@ func TestBadInput(t *testing.T) {
 		{name: "track ndjson", path: "/v1/track", body: []byte(`{"event":"a"}`), headers: []string{"Content-Type", "application/x-ndjson"}, status: 415, msg: "/v1/track takes one JSON event", offset: none},
 		{name: "track malformed", path: "/v1/track", body: []byte(`{"event":"a"`), headers: json, status: 400, msg: "malformed JSON at byte offset 12", offset: 12},
 		{name: "track empty", path: "/v1/track", headers: json, status: 400, msg: "empty body: expected one JSON event object", offset: none},
+		// The events are read once, after the body is cut: a syntax error
+		// inside one still refuses the whole body, where it is.
+		{name: "syntax error inside an event", body: []byte(`[{"event":"a"},{"event":x},{"event":"b"}]`), headers: json, status: 400, msg: "malformed JSON at byte offset 24: invalid character 'x'", offset: 24},
+		{name: "bracket mismatch inside an event", body: []byte(`[{"event":"a","props":{"a":[1}]},{"event":"b"}]`), headers: json, status: 400, msg: "malformed JSON at byte offset 29", offset: 29},
+		{name: "track a bad field and a second object", path: "/v1/track", body: []byte(`{"event":1} {"event":"b"}`), headers: json, status: 400, msg: "malformed JSON at byte offset 12: invalid character '{' after top-level value", offset: 12},
+		{name: "track unknown field and garbage", path: "/v1/track", body: []byte(`{"EVENT":"a"}}`), headers: json, status: 400, msg: "malformed JSON at byte offset 13", offset: 13},
 		// An invalid event is not a bad request body: it is answered in
 		// the Answer, and dead-lettered.
 		{name: "invalid event", path: "/v1/track", body: []byte(`{"event":""}`), headers: json, status: 400, msg: `"event" is required`, offset: none, dead: 1},
