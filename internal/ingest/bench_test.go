@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/inlet-dev/inlet/internal/catalog"
@@ -34,17 +36,29 @@ func benchBody(n int) []byte {
 
 // benchIngest serves POST /v1/batch of a 10-event batch through the handler
 // (no network), per op one request.
-func benchIngest(b *testing.B, opts ...Option) {
+func benchIngest(b *testing.B, opts ...Option) { benchIngestBody(b, benchBody(10), 10, opts...) }
+
+// benchIngestBody serves POST /v1/batch of body, n events, per op one
+// request, and reports allocs/event (the request's allocations, the test
+// client's included, over its events).
+func benchIngestBody(b *testing.B, body []byte, n int, opts ...Option) {
 	s, err := New(DefaultConfig(), discardSink{}, slog.New(slog.DiscardHandler), nil, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	s.Register(mux)
-	body := benchBody(10)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ops := 0
+	defer func() {
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(ops*n), "allocs/event")
+	}()
 	for b.Loop() {
+		ops++
 		req := httptest.NewRequest(http.MethodPost, "/v1/batch", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		w := httptest.NewRecorder()
@@ -58,6 +72,29 @@ func benchIngest(b *testing.B, opts ...Option) {
 // BenchmarkIngest is the cost of one batch request without credentials or
 // catalog.
 func BenchmarkIngest(b *testing.B) { benchIngest(b) }
+
+// BenchmarkIngestSizes is BenchmarkIngest with batches of 5 events of
+// 100 B, 1 KiB and 8 KiB.
+func BenchmarkIngestSizes(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		n    int
+	}{{"100B", 100}, {"1KiB", 1 << 10}, {"8KiB", 8 << 10}} {
+		b.Run("size="+size.name, func(b *testing.B) {
+			var body bytes.Buffer
+			body.WriteByte('[')
+			for i := range 5 {
+				if i > 0 {
+					body.WriteByte(',')
+				}
+				e := fmt.Sprintf(`{"event":"page_view","ts":1767366245000,"uid":"user-%04d","props":{"path":"/pricing","pad":""}}`, i)
+				body.WriteString(strings.Replace(e, `"pad":""`, `"pad":"`+strings.Repeat("x", max(size.n-len(e), 0))+`"`, 1))
+			}
+			body.WriteByte(']')
+			benchIngestBody(b, body.Bytes(), 5)
+		})
+	}
+}
 
 // BenchmarkIngestCatalog is BenchmarkIngest with the catalog on (mode
 // open, every key found, as a warm cache answers): the cost of grouping,

@@ -46,7 +46,10 @@ func errorf(status int, format string, args ...any) *httpError {
 func format(r *http.Request, single bool) (event.Format, *httpError) {
 	ct := r.Header.Get("Content-Type")
 	mt := ""
-	if ct != "" {
+	switch ct {
+	case "", "application/json", "text/plain", "application/x-ndjson":
+		mt = ct // what clients send, without parameters: no parse (it allocates)
+	default:
 		var err error
 		if mt, _, err = mime.ParseMediaType(ct); err != nil {
 			return 0, errorf(http.StatusUnsupportedMediaType, "Content-Type %q cannot be parsed: %v", ct, err)
