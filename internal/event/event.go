@@ -2,6 +2,14 @@
 // send, validates each event, enriches it with what the server knows, and
 // encodes it as the Kafka record that is delivered.
 //
+// The hot path reads each event once: Frame cuts a body into its events,
+// and a Batch validates each event and re-emits it, compacted, strings and
+// numbers as sent, with the enrichment appended, in one pass of a jsontext
+// decoder (Batch.Add, Batch.Build). Events are strict JSON: field names
+// match exactly, no object has a name twice, strings are valid UTF-8, and
+// nesting stops at MaxDepth. Parse and Event.Record are the same rules on
+// an Event, for callers that need one.
+//
 // Nothing here does I/O or keeps state; every function is safe for concurrent use.
 package event
 

@@ -1,8 +1,11 @@
 package ingest
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/inlet-dev/inlet/internal/catalog"
 	"github.com/inlet-dev/inlet/internal/event"
 )
 
@@ -26,6 +29,24 @@ type Metrics struct {
 	// rejectedBy are EventsRejected's counters of the known reasons,
 	// looked up once.
 	rejectedBy map[event.Reason]prometheus.Counter
+	violations sync.Map // violationKey → prometheus.Counter
+}
+
+// violationKey labels a counter of CatalogViolations.
+type violationKey struct {
+	t    catalog.ViolationType
+	mode catalog.Mode
+}
+
+// violation is CatalogViolations' counter of type t in mode, looked up
+// once: m.violations holds at most the violation types times the modes.
+func (m *Metrics) violation(t catalog.ViolationType, mode catalog.Mode) prometheus.Counter {
+	k := violationKey{t, mode}
+	if c, ok := m.violations.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := m.violations.LoadOrStore(k, m.CatalogViolations.WithLabelValues(string(t), string(mode)))
+	return c.(prometheus.Counter)
 }
 
 // rejected is EventsRejected's counter of reason.

@@ -171,7 +171,7 @@ func (t *tally) count(m *Metrics, mode catalog.Mode) {
 		}
 	}
 	for _, v := range t.violations {
-		m.CatalogViolations.WithLabelValues(string(v), string(mode)).Inc()
+		m.violation(v, mode).Inc()
 	}
 }
 
