@@ -71,6 +71,7 @@ type shipper struct {
 	acks      chan *flight // answered flights; room for maxFlights, so a sink never waits
 	runCtx    context.Context
 	cancelRun context.CancelFunc // close's context is done: stop delivering
+	full      chan struct{} // the queue holds a batch
 	syncNow   chan struct{}
 	writeNow  chan struct{}
 	posNow    chan struct{} // the checkpoint was written: fsync it
@@ -128,7 +129,7 @@ const (
 
 func newShipper(sink Sink, o Options) (*shipper, error) {
 	s := &shipper{sink: sink, opts: o, queue: make(chan []byte, o.QueueSize),
-		syncNow: make(chan struct{}, 1), writeNow: make(chan struct{}, 1), posNow: make(chan struct{}, 1),
+		full: make(chan struct{}, 1), syncNow: make(chan struct{}, 1), writeNow: make(chan struct{}, 1), posNow: make(chan struct{}, 1),
 		stopRun: make(chan struct{}), runDone: make(chan struct{}), syncer: make(chan struct{})}
 	s.pl, s.maxFlights = oneAtATime{sink}, 1
 	if pl, ok := sink.(pipeliner); ok {
@@ -287,6 +288,9 @@ func (s *shipper) put(ev []byte, urgent bool) {
 	if !s.spilling.Load() {
 		select {
 		case s.queue <- ev:
+			if len(s.queue) >= s.opts.BatchSize {
+				s.kick(s.full) // once a batch, not once a record: a wake-up costs the caller
+			}
 			return
 		default:
 		}
@@ -333,15 +337,19 @@ func (s *shipper) spill(ev []byte, urgent bool) {
 	s.size += int64(len(ev)) + 1
 	s.spilled.Add(1)
 	if urgent || len(s.pending) >= kickBytes {
-		s.kick(urgent)
+		s.kickWriter(urgent)
 	}
 }
 
-func (s *shipper) kick(urgent bool) {
+func (s *shipper) kickWriter(urgent bool) {
 	c := s.writeNow
 	if urgent {
 		c = s.syncNow
 	}
+	s.kick(c)
+}
+
+func (s *shipper) kick(c chan struct{}) {
 	select {
 	case c <- struct{}{}:
 	default:
@@ -554,24 +562,24 @@ func (s *shipper) run() {
 	}
 }
 
-// fill adds queued records to batch until it holds BatchSize, Linger
-// passed, or stop is closed (then it takes what is queued, and says so).
+// fill adds queued records to batch once the queue holds a batch, Linger
+// passed, or stop is closed (then it says so). It waits on a timer, not
+// on the queue: a goroutine waiting on the queue would be woken by every
+// record, at the caller's cost.
 func (s *shipper) fill(batch [][]byte, stop <-chan struct{}) ([][]byte, bool) {
-	t := time.NewTimer(s.opts.Linger)
-	defer t.Stop()
-	for len(batch) < s.opts.BatchSize {
+	stopped := false
+	if len(batch)+len(s.queue) < s.opts.BatchSize {
+		t := time.NewTimer(s.opts.Linger)
 		select {
-		case ev := <-s.queue:
-			batch = s.takeQueue(append(batch, ev))
 		case <-t.C:
-			return batch, false
+		case <-s.full:
 		case <-stop:
-			return s.takeQueue(batch), true
+			stopped = true
 		case <-s.runCtx.Done():
-			return batch, false
 		}
+		t.Stop()
 	}
-	return batch, false
+	return s.takeQueue(batch), stopped
 }
 
 // takeQueue appends queued records to batch, without waiting, until it

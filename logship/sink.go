@@ -155,17 +155,28 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 	}
 	b := &kafkaBatch{topic: s.topic, done: done}
 	b.left.Store(int32(len(records)))
-	recs := make([]kgo.Record, len(records))
+	if p, ok := recordsPool.Get().(*[]kgo.Record); ok && cap(*p) >= len(records) {
+		b.recs = (*p)[:len(records)]
+	} else {
+		b.recs = make([]kgo.Record, len(records))
+	}
 	for i, r := range records {
-		recs[i] = kgo.Record{Topic: s.topic, Key: s.key, Value: r}
-		s.cl.Produce(ctx, &recs[i], b.promise)
+		b.recs[i] = kgo.Record{Topic: s.topic, Key: s.key, Value: r}
+	}
+	for i := range b.recs {
+		s.cl.Produce(ctx, &b.recs[i], b.promise)
 	}
 }
+
+// recordsPool keeps the kgo.Records of answered sends: franz-go is done
+// with a record once its promise was called.
+var recordsPool sync.Pool
 
 // kafkaBatch gathers the answers of one send's records.
 type kafkaBatch struct {
 	topic    string
 	done     func(error)
+	recs     []kgo.Record
 	left     atomic.Int32
 	mu       sync.Mutex // guards rejected and first: a record failed at once is answered on the producing goroutine
 	rejected int
@@ -191,15 +202,19 @@ func (b *kafkaBatch) promise(_ *kgo.Record, err error) {
 		return
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	var res error
 	switch {
 	case b.first != nil:
-		b.done(fmt.Errorf("logship: producing to %s: %w", b.topic, b.first))
+		res = fmt.Errorf("logship: producing to %s: %w", b.topic, b.first)
 	case b.rejected > 0:
-		b.done(&RejectedError{N: b.rejected, Err: b.tooLarge})
-	default:
-		b.done(nil)
+		res = &RejectedError{N: b.rejected, Err: b.tooLarge}
 	}
+	b.mu.Unlock()
+	clear(b.recs)
+	recs := b.recs[:0]
+	b.recs = nil
+	recordsPool.Put(&recs)
+	b.done(res)
 }
 
 // Close waits for what is in flight, within ctx, and closes the client.
