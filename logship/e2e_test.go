@@ -2,6 +2,7 @@ package logship_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -35,10 +36,16 @@ func distinctIDs(n int) func([]testkit.Record) bool {
 }
 
 // TestKafkaOutage: logging to Kafka straight while the broker (a private
-// development broker: never the shared one) is down for 2 s: Handle stays
-// fast, records spill, and after recovery all arrive in order, 0 lost.
+// one, real with scripts/kafka.sh: never the shared one) is stopped for
+// 20 s (2 s with -short): Handle stays fast (its p99.9 is measured beside
+// the floor's), records spill, and after recovery all arrive in order, 0
+// lost.
 func TestKafkaOutage(t *testing.T) {
-	kafka := testkit.HaltableDevBroker(t)
+	outage := 20 * time.Second
+	if testing.Short() {
+		outage = 2 * time.Second
+	}
+	kafka := testkit.HaltableKafka(t)
 	topic := testkit.Unique(t, "logship-")
 	sink, err := logship.NewKafkaSink(logship.KafkaConfig{Brokers: kafka.Brokers, Topic: topic})
 	if err != nil {
@@ -50,40 +57,50 @@ func TestKafkaOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := slog.New(h)
+	floor := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	i := 0
-	logFor := func(d time.Duration) (worst time.Duration) {
+	// logFor logs 5 records a millisecond for d, each timed, and as many
+	// to the floor, interleaved, so that both see the machine's noise.
+	logFor := func(d time.Duration) (lat, flat []time.Duration) {
 		for end := time.Now().Add(d); time.Now().Before(end); {
 			for range 5 {
 				t0 := time.Now()
 				l.Info("record", "i", i)
-				worst = max(worst, time.Since(t0))
+				t1 := time.Now()
+				floor.Info("record", "i", i)
+				lat, flat = append(lat, t1.Sub(t0)), append(flat, time.Since(t1))
 				i++
 			}
 			time.Sleep(time.Millisecond)
 		}
-		return worst
+		return lat, flat
 	}
 	logFor(300 * time.Millisecond)
-	testkit.WaitFor(t, 20*time.Second, "the first records delivered", func() bool { return h.Stats().Sent > 0 })
+	testkit.WaitFor(t, 60*time.Second, "the first records delivered", func() bool { return h.Stats().Sent > 0 })
 	kafka.Halt()
-	worst := logFor(2 * time.Second)
+	lat, flat := logFor(outage)
 	st := h.Stats()
 	kafka.Resume()
 	logFor(300 * time.Millisecond)
 	n := i
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	if err := h.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d records; during the outage: stats %+v, slowest Handle %v; after: %+v", n, st, worst, h.Stats())
+	p, pf := p999(lat), p999(flat) // sorts them
+	t.Logf("%d records; during the %v outage: %d calls, Handle p99.9 %v (the floor's %v), slowest %v; stats %+v; after: %+v",
+		n, outage, len(lat), p, pf, lat[len(lat)-1], st, h.Stats())
 	if st.Spilled == 0 {
 		t.Errorf("nothing spilled during the outage: %+v", st)
 	}
-	if !raceEnabled && worst > 100*time.Millisecond {
+	if budget := time.Millisecond; !raceEnabled && p > pf+budget {
+		t.Errorf("Handle p99.9 %v during the outage, want under the floor's %v + %v", p, pf, budget)
+	}
+	if worst := lat[len(lat)-1]; !raceEnabled && worst > 100*time.Millisecond {
 		t.Errorf("a Handle took %v during the outage", worst)
 	}
-	recs := testkit.Consume(t, kafka.Brokers, topic, 30*time.Second, distinctIDs(n))
+	recs := testkit.Consume(t, kafka.Brokers, topic, 60*time.Second, distinctIDs(n))
 	if others := checkInOrder(t, recordsEvents(recs), n); len(others) != 0 {
 		t.Errorf("unexpected events: %v", others)
 	}
