@@ -4,7 +4,8 @@
 //
 // Handle encodes the record (with slog's own JSON encoder) as one inlet
 // event and enqueues it in a bounded in-memory queue; a goroutine of the
-// handler's own sends the queue to the sink in batches. When the queue is
+// handler's own sends the queue to the sink in batches (to Kafka, several
+// in flight at a time, in order). When the queue is
 // full, or the sink failed, records spill to a local file (buffered
 // writes, fsynced on a timer and soon after an ERROR record) and are
 // replayed in order once the sink takes records again. When the spill
@@ -53,9 +54,11 @@ type Options struct {
 	Linger    time.Duration
 	// SendTimeout bounds one write to the sink (default 10 s).
 	SendTimeout time.Duration
-	// SpillDir is where the spill file, logship.spill, is kept. Empty:
-	// no spilling; a record that finds the queue full is dropped, counted.
-	// One handler per directory.
+	// SpillDir is where the spill file, logship.spill, is kept, with
+	// logship.spill.pos, how much of it was acknowledged: a handler
+	// started on the directory replays the rest. Empty: no spilling; a
+	// record that finds the queue full is dropped, counted. One handler
+	// per directory.
 	SpillDir string
 	// MaxSpillBytes caps the spill file (default 256 MiB).
 	MaxSpillBytes int64
