@@ -71,7 +71,7 @@ type shipper struct {
 	acks      chan *flight // answered flights; room for maxFlights, so a sink never waits
 	runCtx    context.Context
 	cancelRun context.CancelFunc // close's context is done: stop delivering
-	full      chan struct{} // the queue holds a batch
+	full      chan struct{}      // the queue holds a batch
 	syncNow   chan struct{}
 	writeNow  chan struct{}
 	posNow    chan struct{} // the checkpoint was written: fsync it
