@@ -14,6 +14,15 @@ type PipeSink struct {
 	pending []pipeSend
 	got     [][]byte
 	most    int // pending sends at most
+	failNow int // sends to fail at once
+}
+
+// FailNext makes the next n sends fail at once, before send returns (as
+// franz-go fails a record it cannot buffer).
+func (p *PipeSink) FailNext(n int) {
+	p.mu.Lock()
+	p.failNow = n
+	p.mu.Unlock()
 }
 
 type pipeSend struct {
@@ -29,6 +38,11 @@ var ErrPipeDown = errors.New("pipe sink down")
 func (p *PipeSink) send(_ context.Context, recs [][]byte, done func(error)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.failNow > 0 {
+		p.failNow--
+		done(ErrPipeDown)
+		return
+	}
 	p.pending = append(p.pending, pipeSend{recs, done})
 	p.most = max(p.most, len(p.pending))
 }

@@ -66,7 +66,8 @@ func TestPipelineKeepsBatchesInFlight(t *testing.T) {
 // TestPipelineFailureResendsInOrder: when the batches in flight fail (all
 // at once, as franz-go fails a partition's buffered records), new records
 // spill; the failed batches are sent again first, then the spill file:
-// every record arrives, in order.
+// every record arrives, in order. The first batch sent again fails again,
+// at once, while the others wait to be sent again: it still goes first.
 func TestPipelineFailureResendsInOrder(t *testing.T) {
 	p := &logship.PipeSink{}
 	h, err := logship.NewHandler(p, logship.Options{BatchSize: 10, Linger: time.Millisecond, QueueSize: 64,
@@ -80,10 +81,11 @@ func TestPipelineFailureResendsInOrder(t *testing.T) {
 	for ; i < n/2; i++ {
 		l.Info("record", "i", i)
 	}
-	testkit.WaitFor(t, 10*time.Second, "batches in flight", func() bool {
+	testkit.WaitFor(t, 10*time.Second, "MaxFlights batches in flight", func() bool {
 		now, _ := p.Pending()
-		return now >= 4
+		return now == logship.MaxFlights // and no more sent until one is answered
 	})
+	p.FailNext(1)
 	p.Answer(false)
 	for ; i < n; i++ {
 		l.Info("record", "i", i)
@@ -93,7 +95,7 @@ func TestPipelineFailureResendsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := h.Stats()
-	if st.Retried < 4 || st.Spilled == 0 || st.Replayed == 0 {
+	if st.Retried < logship.MaxFlights || st.Spilled == 0 || st.Replayed == 0 {
 		t.Errorf("stats %+v: want the failed batches retried, records spilled and replayed", st)
 	}
 	if others := checkInOrder(t, pipeEvents(t, p), n); len(others) != 0 {

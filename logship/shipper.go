@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -413,6 +414,7 @@ func (s *shipper) run() {
 		window  []*flight // in flight, in the order they were sent
 		redo    []*flight // failed: sent again before anything else
 		failing bool      // a flight failed: wait for the rest of the window, then back off
+		failed  int       // flights at the head of redo that failed since failing began
 		backoff = s.opts.RetryBackoff
 		stop    = s.stopRun // nil once Close began
 		idle    = time.NewTimer(s.opts.SyncInterval)
@@ -448,8 +450,11 @@ func (s *shipper) run() {
 				if s.file != nil {
 					s.spilling.Store(true) // the sink is down: keep new records on disk, not in memory
 				}
+				// Ahead of those of redo not sent again yet: these were
+				// sent before them.
 				failing = true
-				redo = append(redo, f)
+				redo = slices.Insert(redo, failed, f)
+				failed++
 				continue
 			}
 			n := int64(len(f.recs))
@@ -505,7 +510,7 @@ func (s *shipper) run() {
 			}
 			t.Stop()
 			backoff = min(2*backoff, 5*time.Second)
-			failing = false
+			failing, failed = false, 0
 			continue
 		}
 		if len(redo) > 0 {
