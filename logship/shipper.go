@@ -486,11 +486,7 @@ func (s *shipper) run() {
 		s.savePos(false)
 		select {
 		case <-abort:
-			if failing {
-				s.leave(redo, window)
-			} else {
-				s.leave(window, redo)
-			}
+			s.leave(redo[:failed], window, redo[failed:]) // in the order they were handled
 			return
 		default:
 		}
