@@ -163,8 +163,9 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 	for i, r := range records {
 		b.recs[i] = kgo.Record{Topic: s.topic, Key: s.key, Value: r}
 	}
+	promise := b.promise // one method value, not one a record
 	for i := range b.recs {
-		s.cl.Produce(ctx, &b.recs[i], b.promise)
+		s.cl.Produce(ctx, &b.recs[i], promise)
 	}
 }
 
