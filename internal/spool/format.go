@@ -84,16 +84,79 @@ var errShort = errors.New("spool: short frame")
 
 // decodePayload decodes a record payload. The record's slices alias p.
 func decodePayload(p []byte) (event.Record, time.Time, error) {
+	return decodeShared(p, nil)
+}
+
+// shared is what the records decoded by one read share, so that a window
+// of records costs a few allocations rather than several per record: the
+// topic (most records repeat the last one), the header keys inlet writes
+// (constants), and a slab the records' headers are cut from.
+type shared struct {
+	topic   string
+	headers []event.Header // len: used; cap: the slab
+	left    int            // records left to decode, this one included: the next slab's size
+}
+
+// str returns b as a string, without allocating when it is the last topic
+// or a header key inlet writes.
+func (sh *shared) str(b []byte, topic bool) string {
+	if topic && string(b) == sh.topic { // compared without a conversion
+		return sh.topic
+	}
+	var s string
+	switch string(b) {
+	case event.HeaderEventID:
+		s = event.HeaderEventID
+	case event.HeaderEventName:
+		s = event.HeaderEventName
+	case event.HeaderContentType:
+		s = event.HeaderContentType
+	case event.HeaderEventCode:
+		s = event.HeaderEventCode
+	default:
+		s = string(b)
+	}
+	if topic {
+		sh.topic = s
+	}
+	return s
+}
+
+// decodeShared is decodePayload, cutting the headers from sh's slab (nil:
+// allocating them) and leaving Record.EventID to the caller when sh is not
+// nil (Reader.Next sets the ids of a window with one allocation).
+func decodeShared(p []byte, sh *shared) (event.Record, time.Time, error) {
 	var r event.Record
 	d := decoder{b: p}
 	at := time.Unix(0, int64(d.u64()))
-	r.Topic = string(d.bytes(int(d.u16())))
+	if sh != nil {
+		r.Topic = sh.str(d.bytes(int(d.u16())), true)
+	} else {
+		r.Topic = string(d.bytes(int(d.u16())))
+	}
 	r.Key = d.bytes(int(d.u32()))
 	r.Value = d.bytes(int(d.u32()))
 	if nh := int(d.u16()); nh > 0 && d.err == nil {
-		r.Headers = make([]event.Header, 0, nh)
+		if sh != nil {
+			if cap(sh.headers)-len(sh.headers) < nh {
+				// Room for the records left, if they have as many
+				// headers as this one (inlet's all have the same).
+				sh.headers = make([]event.Header, 0, nh*max(sh.left, 1))
+			}
+			n := len(sh.headers)
+			r.Headers = sh.headers[n : n : n+nh] // its own capacity: an append copies
+			sh.headers = sh.headers[:n+nh]
+		} else {
+			r.Headers = make([]event.Header, 0, nh)
+		}
 		for i := 0; i < nh && d.err == nil; i++ {
-			k := string(d.bytes(int(d.u16())))
+			kb := d.bytes(int(d.u16()))
+			var k string
+			if sh != nil {
+				k = sh.str(kb, false)
+			} else {
+				k = string(kb)
+			}
 			v := d.bytes(int(d.u32()))
 			r.Headers = append(r.Headers, event.Header{Key: k, Value: v})
 		}
@@ -107,12 +170,22 @@ func decodePayload(p []byte) (event.Record, time.Time, error) {
 	if len(r.Key) == 0 {
 		r.Key = nil
 	}
-	for _, h := range r.Headers {
-		if h.Key == event.HeaderEventID {
-			r.EventID = string(h.Value)
+	if sh == nil {
+		if v, ok := eventID(&r); ok {
+			r.EventID = string(v)
 		}
 	}
 	return r, at, nil
+}
+
+// eventID returns the value of r's (last) HeaderEventID header.
+func eventID(r *event.Record) (id []byte, ok bool) {
+	for _, h := range r.Headers {
+		if h.Key == event.HeaderEventID {
+			id, ok = h.Value, true
+		}
+	}
+	return id, ok
 }
 
 type decoder struct {

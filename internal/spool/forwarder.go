@@ -27,7 +27,9 @@ type Producer interface {
 // Delivery is the pending acknowledgement of one Produce call.
 type Delivery interface {
 	// Wait blocks until Kafka acknowledged every record (nil), one failed,
-	// or ctx is done (it must then return).
+	// or ctx is done (it must then return). Once it returned nil, the
+	// producer holds none of the records' bytes: the forwarder reads the
+	// next records into them.
 	Wait(ctx context.Context) error
 }
 
@@ -110,6 +112,10 @@ type Forwarder struct {
 
 	retryLog, recoverLog, readLog, ackLog, poisonLog, parkLog *ratelog.Limiter
 
+	// free holds the buffers of windows Kafka acknowledged, for the reader
+	// to read the next windows into (Reader.recycle); bounded by Windows.
+	free chan []byte
+
 	stopCtx   context.Context // done once Stop is called: produce nothing more
 	stopRead  context.CancelFunc
 	runCtx    context.Context // done at Stop's deadline: abandon what is in flight
@@ -162,6 +168,7 @@ func StartForwarder(s *Spool, p Producer, cfg ForwarderConfig, log *slog.Logger)
 func newForwarder(s *Spool, p Producer, cfg ForwarderConfig, log *slog.Logger) *Forwarder {
 	f := &Forwarder{
 		s: s, p: p, cfg: cfg, log: log, metrics: s.metrics, done: make(chan struct{}),
+		free:       make(chan []byte, max(cfg.Windows, 1)),
 		afterFunc:  func(d time.Duration, fn func()) func() bool { return time.AfterFunc(d, fn).Stop },
 		retryLog:   ratelog.New(log, slog.LevelWarn, "forwarder: kafka did not take the records; sending them again", 10*time.Second),
 		recoverLog: ratelog.New(log, slog.LevelInfo, "forwarder: kafka acknowledged again", 10*time.Second),
@@ -236,6 +243,7 @@ func (f *Forwarder) update() {
 type window struct {
 	recs   []event.Record
 	ents   []Entry // recs, with their positions and times
+	buf    []byte  // what recs alias
 	next   Pos     // the position after them
 	oldest int64
 	d      Delivery
@@ -512,6 +520,9 @@ func (f *Forwarder) epoch() error {
 		if !f.record(w) {
 			return nil
 		}
+		// Kafka acknowledged every record of w: the producer holds none
+		// of its bytes, so the next windows may be read into them.
+		recycle(f.free, w.buf)
 		<-slots
 	}
 	return readErr // the reader stopped: at Stop, at Close, or failing
@@ -526,6 +537,7 @@ func (f *Forwarder) read(ctx context.Context, slots chan<- struct{}, windows cha
 	defer cancel()
 	defer context.AfterFunc(f.stopCtx, cancel)()
 	r := f.s.NewReader(f.s.Delivered())
+	r.free = f.free
 	defer r.Close()
 	for {
 		select {
@@ -541,7 +553,7 @@ func (f *Forwarder) read(ctx context.Context, slots chan<- struct{}, windows cha
 			return &readError{err: err, pos: next}
 		}
 		f.lastAt.Store(entries[len(entries)-1].AppendedAt.UnixNano())
-		w := &window{recs: make([]event.Record, len(entries)), ents: entries, next: next, oldest: entries[0].AppendedAt.UnixNano()}
+		w := &window{recs: make([]event.Record, len(entries)), ents: entries, buf: r.last, next: next, oldest: entries[0].AppendedAt.UnixNano()}
 		for i := range entries {
 			w.recs[i] = entries[i].Record
 		}

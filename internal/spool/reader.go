@@ -2,6 +2,7 @@ package spool
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"time"
@@ -24,7 +25,13 @@ type Reader struct {
 	pos  Pos
 	f    File
 	fseg uint64
-	buf  []byte
+	// topic is the last record's, kept so that a window of one topic
+	// shares its string.
+	topic string
+	// free holds buffers of windows Kafka acknowledged whole, for reuse
+	// (see recycle); nil: every window gets a fresh one.
+	free chan []byte
+	last []byte // the buffer the entries of the last Next alias
 }
 
 // NewReader returns a reader starting at from (usually Delivered()).
@@ -99,50 +106,62 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Entry, Pos, error) {
 		}
 		r.f, r.fseg = f, seg.base
 	}
-	n := avail
-	if n > int64(maxBytes) {
-		n = int64(maxBytes)
-	}
+	n := min(avail, int64(maxBytes))
 	if n < frameHeader {
 		n = frameHeader
 	}
-	// A fresh buffer each time: the producer may still hold the records of
-	// the last window (a cancelled wait leaves them in its buffer).
-	r.buf = make([]byte, n)
-	b := r.buf
+	// A buffer no window in flight uses: the producer may still hold the
+	// records of the last windows (a cancelled wait leaves them in its
+	// buffer), so only those Kafka acknowledged are reused.
+	b := r.buffer(int(n))
+	b0 := b
 	if _, err := r.f.ReadAt(b, r.pos.Off); err != nil {
 		return nil, r.pos, fmt.Errorf("spool: reading segment %d at %d: %w", seg.base, r.pos.Off, err)
 	}
-	var out []Entry
-	pos := r.pos
-	for len(b) > 0 {
-		p, fn, err := nextFrame(b)
-		if err == errShort {
-			if len(out) > 0 {
-				break
-			}
-			if len(b) < frameHeader {
-				return nil, r.pos, fmt.Errorf("spool: segment %d: torn frame header at %d", seg.base, pos.Off)
+	// First the whole frames that verify, so that the entries take one
+	// allocation.
+	frames, bad := 0, error(nil)
+	for rest := b; len(rest) > 0; {
+		_, fn, err := nextFrame(rest)
+		if err == errShort && frames == 0 {
+			if len(rest) < frameHeader {
+				return nil, r.pos, fmt.Errorf("spool: segment %d: torn frame header at %d", seg.base, r.pos.Off)
 			}
 			// One frame larger than maxBytes: read it whole.
-			size := int64(frameHeader) + int64(uint32(b[0])|uint32(b[1])<<8|uint32(b[2])<<16|uint32(b[3])<<24)
+			size := int64(frameHeader) + int64(binary.LittleEndian.Uint32(rest))
 			if size > avail {
-				return nil, r.pos, fmt.Errorf("spool: segment %d: frame at %d runs past the written end", seg.base, pos.Off)
+				return nil, r.pos, fmt.Errorf("spool: segment %d: frame at %d runs past the written end", seg.base, r.pos.Off)
 			}
-			r.buf = make([]byte, size)
-			b = r.buf
-			if _, err := r.f.ReadAt(b, pos.Off); err != nil {
-				return nil, r.pos, fmt.Errorf("spool: reading segment %d at %d: %w", seg.base, pos.Off, err)
+			recycle(r.free, b0)
+			b = make([]byte, size)
+			b0 = b
+			if _, err := r.f.ReadAt(b, r.pos.Off); err != nil {
+				return nil, r.pos, fmt.Errorf("spool: reading segment %d at %d: %w", seg.base, r.pos.Off, err)
 			}
+			rest = b
 			continue
 		}
-		var (
-			rec event.Record
-			at  time.Time
-		)
-		if err == nil {
-			rec, at, err = decodePayload(p)
+		if err != nil {
+			if err != errShort {
+				bad = err
+			}
+			break
 		}
+		frames++
+		rest = rest[fn:]
+	}
+	if frames == 0 {
+		return nil, r.pos, fmt.Errorf("spool: segment %d at %d: %w", seg.base, r.pos.Off, bad)
+	}
+	out := make([]Entry, 0, frames)
+	sh := shared{topic: r.topic}
+	var idBuf []byte
+	pos := r.pos
+	for i := range frames {
+		size := int(binary.LittleEndian.Uint32(b)) // verified above
+		p, fn := b[frameHeader:frameHeader+size], frameHeader+size
+		sh.left = frames - i
+		rec, at, err := decodeShared(p, &sh)
 		if err != nil {
 			if len(out) > 0 { // the good records first; the next call fails here
 				break
@@ -155,9 +174,63 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Entry, Pos, error) {
 		out = append(out, Entry{Seq: seq, AppendedAt: at, Record: rec, Next: pos})
 		b = b[fn:]
 	}
+	// The ids: one string for the window, cut per record.
+	for i := range out {
+		id, _ := eventID(&out[i].Record)
+		if idBuf == nil {
+			idBuf = make([]byte, 0, len(out)*len(id))
+		}
+		idBuf = append(idBuf, id...)
+	}
+	all, k := string(idBuf), 0
+	for i := range out {
+		id, _ := eventID(&out[i].Record)
+		out[i].Record.EventID = all[k : k+len(id)]
+		k += len(id)
+	}
+	r.topic = sh.topic
 	r.pos = pos
+	r.last = b0
 	return out, pos, nil
 }
+
+// buffer returns n bytes for a window: a recycled buffer if one is large
+// enough, else a new one, with room for the next windows to reuse when
+// the reader recycles.
+func (r *Reader) buffer(n int) []byte {
+	if r.free == nil {
+		return make([]byte, n)
+	}
+	select {
+	case b := <-r.free:
+		if cap(b) >= n {
+			return b[:n]
+		}
+	default:
+	}
+	return make([]byte, n, max(n, minWindowBuffer))
+}
+
+// minWindowBuffer is the smallest buffer a window is read into, so that a
+// recycled one fits most windows of a gateway under load.
+const minWindowBuffer = 256 << 10
+
+// recycle hands back to free the buffer of a window whose records nobody
+// holds any more (Kafka acknowledged every one of them), for the reader to
+// read a next window into. It is safe to call from any goroutine, and
+// drops b when free is full or b is large.
+func recycle(free chan<- []byte, b []byte) {
+	if cap(b) > maxRecycled {
+		return // a window of a backlog: do not hold on to it
+	}
+	select {
+	case free <- b:
+	default:
+	}
+}
+
+// maxRecycled bounds the buffers a reader keeps for reuse.
+const maxRecycled = 2 * minWindowBuffer
 
 // after returns the segment after seg, or nil. s.mu must be held.
 func (s *Spool) after(seg *segment) *segment {

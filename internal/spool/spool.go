@@ -544,22 +544,26 @@ func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
 	for i := range recs {
 		size += frameHeader + 24 + recs[i].Size() + 6*len(recs[i].Headers)
 	}
-	frames := make([]byte, 0, size)
+	req := newRequest(size)
 	for i := range recs {
-		frames = appendFrame(frames, &recs[i], start)
+		req.frames = appendFrame(req.frames, &recs[i], start)
 	}
-	n := int64(len(frames))
+	req.count = len(recs)
+	n := int64(len(req.frames))
 	s.mu.Lock()
 	switch {
 	case s.closed:
 		s.mu.Unlock()
+		req.free()
 		return ErrClosed
 	case s.failed != nil:
 		err := s.failed
 		s.mu.Unlock()
+		req.free()
 		return err
 	case s.bytes+s.reserved+n > s.cfg.MaxBytes:
 		s.mu.Unlock()
+		req.free()
 		if !s.recount() {
 			s.metrics.Full.Inc()
 			return ErrFull
@@ -569,21 +573,25 @@ func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
 	s.reserved += n
 	s.mu.Unlock()
 
-	req := &request{frames: frames, count: len(recs), done: make(chan error, 1)}
 	select {
 	case s.reqs <- req:
 	case <-ctx.Done():
 		s.unreserve(n)
+		req.free()
 		return ctx.Err()
 	case <-s.stop:
 		s.unreserve(n)
+		req.free()
 		return ErrClosed
 	}
+	// The writer owns req until it answers; if we stop waiting first, req
+	// is left to the garbage collector.
 	select {
 	case err := <-req.done:
 		if err == nil {
 			s.metrics.AppendLatency.Observe(time.Since(start).Seconds())
 		}
+		req.free()
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
@@ -595,6 +603,35 @@ func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
 			return ErrClosed
 		}
 	}
+}
+
+// requests recycles requests, their answer channels and their frames'
+// buffers: an append then allocates nothing in the steady state.
+var requests sync.Pool
+
+// maxPooledFrames bounds the buffer a recycled request keeps.
+const maxPooledFrames = 64 << 10
+
+// newRequest returns an empty request with room for size bytes of frames.
+func newRequest(size int) *request {
+	r, _ := requests.Get().(*request)
+	if r == nil {
+		r = &request{done: make(chan error, 1)}
+	}
+	if cap(r.frames) < size {
+		r.frames = make([]byte, 0, size)
+	}
+	return r
+}
+
+// free recycles r, which nobody may use after: its answer was received, or
+// it was never queued.
+func (r *request) free() {
+	r.frames, r.count = r.frames[:0], 0
+	if cap(r.frames) > maxPooledFrames {
+		r.frames = nil
+	}
+	requests.Put(r)
 }
 
 func (s *Spool) unreserve(n int64) {
