@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -222,9 +223,20 @@ func (p *Producer) Ping(ctx context.Context) error {
 }
 
 func toKgo(r *event.Record) *kgo.Record {
-	kr := &kgo.Record{Topic: r.Topic, Key: r.Key, Value: r.Value}
-	if len(r.Headers) > 0 {
-		kr.Headers = make([]kgo.RecordHeader, len(r.Headers))
+	kr := &kgo.Record{}
+	setKgo(kr, r, nil)
+	return kr
+}
+
+// setKgo makes kr the Kafka record of r, its headers cut from hs when it
+// has room (else allocated); it returns what is left of hs.
+func setKgo(kr *kgo.Record, r *event.Record, hs []kgo.RecordHeader) []kgo.RecordHeader {
+	kr.Topic, kr.Key, kr.Value = r.Topic, r.Key, r.Value
+	if n := len(r.Headers); n > 0 {
+		if len(hs) < n {
+			hs = make([]kgo.RecordHeader, n)
+		}
+		kr.Headers, hs = hs[:n:n], hs[n:]
 		for i, h := range r.Headers {
 			kr.Headers[i] = kgo.RecordHeader{Key: h.Key, Value: h.Value}
 		}
@@ -232,7 +244,23 @@ func toKgo(r *event.Record) *kgo.Record {
 	if len(kr.Key) == 0 {
 		kr.Key = nil
 	}
-	return kr
+	return hs
+}
+
+// toKgoAll converts recs with two allocations in all (the records and
+// their headers), stamped t: kgo would read the clock once per record.
+func toKgoAll(recs []event.Record, t time.Time) []kgo.Record {
+	nh := 0
+	for i := range recs {
+		nh += len(recs[i].Headers)
+	}
+	krs := make([]kgo.Record, len(recs))
+	hs := make([]kgo.RecordHeader, nh)
+	for i := range recs {
+		krs[i].Timestamp = t
+		hs = setKgo(&krs[i], &recs[i], hs)
+	}
+	return krs
 }
 
 // ProduceSync delivers recs and blocks until every one of them was
@@ -281,9 +309,9 @@ func (p *Producer) ProduceSyncAt(ctx context.Context, recs []event.Record, pos [
 type Delivery struct {
 	p       *Producer
 	start   time.Time
+	pending atomic.Int64 // records not yet acknowledged or failed
 	mu      sync.Mutex
-	err     error
-	pending int
+	err     error // the first failure; guarded by mu
 	done    chan struct{}
 }
 
@@ -297,41 +325,51 @@ func (p *Producer) Produce(recs []event.Record) (*Delivery, error) {
 
 // produce is Produce, setting pos[i] from recs[i]'s promise when pos is not
 // nil; Wait's return orders those writes before the caller's reads.
+//
+// One promise (d.settle) serves every record of the request, and the Kafka
+// records are allocated together: BenchmarkProduce measured this against
+// kgo.Client.ProduceSync, a promise per record.
 func (p *Producer) produce(recs []event.Record, pos []Position) (*Delivery, error) {
 	if !p.room(recs) {
 		return nil, ErrFull
 	}
-	d := &Delivery{p: p, start: time.Now(), pending: len(recs), done: make(chan struct{})}
+	d := &Delivery{p: p, start: time.Now(), done: make(chan struct{})}
 	if len(recs) == 0 {
 		close(d.done)
 		return d, nil
 	}
-	promise := func(_ *kgo.Record, err error) {
-		d.mu.Lock()
-		if err != nil && d.err == nil {
-			d.err = err
-		}
-		d.pending--
-		if d.pending == 0 {
-			close(d.done)
-		}
-		d.mu.Unlock()
-	}
-	for i := range recs {
+	d.pending.Store(int64(len(recs)))
+	krs := toKgoAll(recs, d.start)
+	settle := d.settle
+	for i := range krs {
 		// Not a request's context: kgo cancels a whole partition batch when
 		// its first record's context ends, failing other requests' events.
 		if pos == nil {
-			p.cl.TryProduce(context.Background(), toKgo(&recs[i]), promise)
+			p.cl.TryProduce(context.Background(), &krs[i], settle)
 			continue
 		}
-		p.cl.TryProduce(context.Background(), toKgo(&recs[i]), func(r *kgo.Record, err error) {
+		p.cl.TryProduce(context.Background(), &krs[i], func(r *kgo.Record, err error) {
 			if err == nil {
 				pos[i] = Position{Partition: r.Partition, Offset: r.Offset}
 			}
-			promise(r, err)
+			settle(r, err)
 		})
 	}
 	return d, nil
+}
+
+// settle is the promise of d's records: kgo calls promises one at a time.
+func (d *Delivery) settle(_ *kgo.Record, err error) {
+	if err != nil {
+		d.mu.Lock()
+		if d.err == nil {
+			d.err = err
+		}
+		d.mu.Unlock()
+	}
+	if d.pending.Add(-1) == 0 {
+		close(d.done)
+	}
 }
 
 // ProduceFunc enqueues rec and returns at once, failing with ErrFull when
@@ -406,15 +444,17 @@ func (p *Producer) TryProduce(recs []event.Record) error {
 		return ErrFull
 	}
 	start := time.Now()
-	for i := range recs {
-		p.cl.TryProduce(context.Background(), toKgo(&recs[i]), func(r *kgo.Record, err error) {
-			if err == nil {
-				p.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
-				return
-			}
-			p.metrics.Undelivered.Inc()
-			p.undelivered.Log("topic", r.Topic, "err", err)
-		})
+	promise := func(r *kgo.Record, err error) {
+		if err == nil {
+			p.metrics.ProduceLatency.Observe(time.Since(start).Seconds())
+			return
+		}
+		p.metrics.Undelivered.Inc()
+		p.undelivered.Log("topic", r.Topic, "err", err)
+	}
+	krs := toKgoAll(recs, start)
+	for i := range krs {
+		p.cl.TryProduce(context.Background(), &krs[i], promise)
 	}
 	return nil
 }
