@@ -102,3 +102,51 @@ func TestPipelineFailureResendsInOrder(t *testing.T) {
 		t.Errorf("unexpected events: %v", others)
 	}
 }
+
+// TestCloseDeadlineKafkaDown: with nothing listening at the brokers'
+// address, Close returns by its deadline although batches are in flight
+// to franz-go; they, the queue and the spill file are kept, and the next
+// handler on the directory delivers every record.
+func TestCloseDeadlineKafkaDown(t *testing.T) {
+	dir := t.TempDir()
+	sink, err := logship.NewKafkaSink(logship.KafkaConfig{Brokers: []string{testkit.FreeAddr(t)}, Topic: "down"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := logship.NewHandler(sink, logship.Options{SpillDir: dir, BatchSize: 50, QueueSize: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 5000
+	l := slog.New(h)
+	for i := range n {
+		l.Info("record", "i", i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	err = h.Close(ctx)
+	if took := time.Since(t0); took > 2*time.Second {
+		t.Errorf("Close took %v with a 200ms deadline", took)
+	}
+	if st := h.Stats(); err == nil || st.Sent != 0 || st.Spilled == 0 {
+		t.Errorf("Close: %v, stats %+v: want records left in the spill file, none sent, some spilled", err, st)
+	}
+
+	next := &fakeSink{}
+	h, err = logship.NewHandler(next, logship.Options{SpillDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, "the records left delivered", func() bool { return h.Stats().Sent >= n })
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[float64]bool{}
+	for _, e := range next.events(t) {
+		seen[props(e)["i"].(float64)] = true
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct records after the restart, want %d", len(seen), n)
+	}
+}
