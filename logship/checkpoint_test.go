@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -145,4 +146,26 @@ func TestSpillCheckpointAfterKill(t *testing.T) {
 	if again > 0 {
 		t.Errorf("%d records acknowledged before the kill were sent again after the restart (want 0: the checkpoint is after them)", again)
 	}
+}
+
+// TestSpillCheckpointPastTheEnd: a checkpoint beyond the spill file's end
+// (the file was emptied, or lost its unsynced tail, after the checkpoint
+// was written) is taken back to the end at once, so that records spilled
+// afterwards are not skipped by a handler started after a crash.
+func TestSpillCheckpointPastTheEnd(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "logship.spill.pos"), []byte(fmt.Sprintf("%020d\n", 1<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := logship.NewHandler(&fakeSink{down: true}, logship.Options{SpillDir: dir, QueueSize: 1, RetryBackoff: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "logship.spill.pos"))
+	if err != nil || strings.TrimLeft(strings.TrimSpace(string(b)), "0") != "" {
+		t.Errorf("checkpoint %q (%v) after opening an empty spill file, want 0", b, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	h.Close(ctx)
 }

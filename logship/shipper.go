@@ -161,11 +161,15 @@ func newShipper(sink Sink, o Options) (*shipper, error) {
 		f.Close()
 		return nil, err
 	}
-	// A checkpoint past the end: the file was emptied (or lost its
-	// unsynced tail) after the checkpoint was written.
-	off = min(off, size)
 	s.file, s.size, s.flushed = f, size, size
-	s.pos, s.readOff, s.ackOff, s.savedOff = pos, off, off, off
+	// A checkpoint past the end: the file was emptied (or lost its
+	// unsynced tail) after the checkpoint was written. It is corrected
+	// before the file grows past it.
+	s.pos, s.savedOff = pos, off
+	s.readOff, s.ackOff = min(off, size), min(off, size)
+	if s.ackOff != off {
+		s.savePos(true)
+	}
 	if size > 0 {
 		s.spilling.Store(true) // replay what an earlier handler left, first
 	}
