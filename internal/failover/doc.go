@@ -21,8 +21,9 @@
 //
 // Each scenario logs a line starting "failover summary:" per gateway (lost,
 // duplicates, longest time without a 2xx, answers); with
-// INLET_FAILOVER_SUMMARY=FILE the lines are also appended to FILE
-// (scripts/bench-cluster.sh reads them).
+// INLET_FAILOVER_SUMMARY=FILE the lines are also appended to FILE.
+// (scripts/bench-cluster.sh measures its leader-kill figures with inlet
+// verify's own report instead, on its own cluster.)
 //
 // The package has no non-test code. TestRecorder checks the proxy against
 // a fake gateway in a few seconds; TestFailover, the scenarios, is skipped
