@@ -138,7 +138,8 @@ type Forwarder struct {
 	oldest atomic.Int64 // unix ns of the oldest record in flight; 0 when none; written with mu held
 
 	// mu guards what the state derives from, so that each change of state
-	// and its metric is one step. Lock order: ackMu, then mu.
+	// and its metric is one step. Lock order: ackMu, then mu, then the
+	// spool's mu (update reads whether records wait).
 	mu       sync.Mutex
 	inflight int    // windows produced and not yet acknowledged or abandoned
 	wait     uint64 // counts the deliveries waited for; a late stall timer of an earlier one does nothing
@@ -208,7 +209,8 @@ func (f *Forwarder) OldestAge() time.Duration {
 	return 0
 }
 
-// update derives the state from what it depends on. f.mu must be held.
+// update derives the state from what it depends on. f.mu must be held; it
+// takes the spool's lock (lock order: f.mu, then s.mu).
 func (f *Forwarder) update() {
 	st := StateIdle
 	switch {
@@ -220,7 +222,9 @@ func (f *Forwarder) update() {
 		st = StateRetrying
 	case f.stalled:
 		st = StateStalled
-	case f.inflight > 0:
+	case f.inflight > 0 || f.s.pending():
+		// Between windows, and between a failed epoch and its retry,
+		// records may wait: the state is idle only once none does.
 		st = StateForwarding
 	}
 	if old, _ := f.state.Load().(string); old == st {

@@ -319,6 +319,13 @@ func (s *Spool) unforwarded() uint64 {
 	return n
 }
 
+// pending reports whether any record is not yet delivered.
+func (s *Spool) pending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unforwarded() > 0
+}
+
 // before reports whether every record of seg lies before p.
 func (s *Spool) before(seg *segment, p Pos) bool {
 	return seg.base < p.Seg || (seg.base == p.Seg && seg.sealed && p.Off >= seg.size)
