@@ -370,6 +370,33 @@ func TestDeliveryWait(t *testing.T) {
 	}
 }
 
+// TestDeliveryWaitsForEveryRecord: a request is answered only once every
+// one of its records is settled, not at the first: one record fails at
+// once (larger than a batch) while the others linger, and the delivery
+// stays open until they are delivered too, then reports the failure.
+func TestDeliveryWaitsForEveryRecord(t *testing.T) {
+	t.Parallel()
+	p := testProducer(t, testkit.DevBroker(t, ""), held)
+	recs := records(testkit.Unique(t, "every-"), 5)
+	recs[1].Value = make([]byte, 2<<20)
+	d, err := p.Produce(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the record larger than a batch to fail", func() bool { return d.Err() != nil })
+	select {
+	case <-d.Done():
+		t.Fatal("Done closed at the first failure, with four records still lingering")
+	default:
+	}
+	if err := p.Flush(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(ctxFor(t, time.Second)); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("Wait: %v, want the record too large", err)
+	}
+}
+
 // TestCloseFlushes: records lingering when Close is called are delivered.
 func TestCloseFlushes(t *testing.T) {
 	t.Parallel()
