@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/bench"
 	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 // benchServer starts the front ends on the real catalog (embedded store)
@@ -88,7 +88,7 @@ func benchDataType(b *testing.B, proto string) {
 	b.ReportAllocs()
 	b.SetParallelism(4)
 	b.ResetTimer()
-	cpu0 := cpuTime(b)
+	cpu0 := testkit.CPUTime(b)
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {
@@ -100,16 +100,7 @@ func benchDataType(b *testing.B, proto string) {
 	})
 	// CPU time rather than wall time per call is what a shared, busy
 	// machine measures steadily.
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
-}
-
-// cpuTime is the CPU time (user and system) this process has used.
-func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64(testkit.CPUTime(b)-cpu0)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkGRPCDataType is inf.Data/DataType over gRPC on loopback.

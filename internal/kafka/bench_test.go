@@ -2,9 +2,7 @@ package kafka
 
 import (
 	"context"
-	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,37 +11,6 @@ import (
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
-
-// benchRecords returns a request of n records shaped like those ingest
-// builds from ~100-byte events: a key, a ~250-byte value, three headers.
-func benchRecords(topic string, n int) []event.Record {
-	recs := make([]event.Record, n)
-	for i := range recs {
-		id := fmt.Sprintf("0193a1b2-c3d4-7e5f-8a9b-%012d", i)
-		recs[i] = event.Record{
-			Topic: topic,
-			Key:   fmt.Appendf(nil, "user-%d", i),
-			Value: []byte(`{"event":"page_view","id":"` + id + `","uid":"user-1","props":{"path":"/products/123","ref":"home","pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},` +
-				`"received_at":"2026-12-01T17:00:00.123456789Z","ip":"127.0.0.1","ua":"inlet-bench/1"}`),
-			Headers: []event.Header{
-				{Key: event.HeaderEventID, Value: []byte(id)},
-				{Key: event.HeaderEventName, Value: []byte("page_view")},
-				{Key: event.HeaderContentType, Value: []byte("application/json")},
-			},
-			EventID: id,
-		}
-	}
-	return recs
-}
-
-// cpuTime is the CPU time (user and system) the process used so far.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkProduce measures the producer with acks=all and idempotence,
 // one request of five records per op from 100 concurrent callers (the
@@ -62,7 +29,7 @@ func BenchmarkProduce(b *testing.B) {
 	brokers := testkit.Brokers(b)
 	topic := testkit.Unique(b, "bench-produce-")
 	p := testProducer(b, brokers, nil)
-	if err := p.ProduceSync(ctxFor(b, 30*time.Second), benchRecords(topic, 1)); err != nil {
+	if err := p.ProduceSync(ctxFor(b, 30*time.Second), testkit.BenchRecords(topic, 1)); err != nil {
 		b.Fatal(err) // the topic exists and the producer has its id
 	}
 	for _, bc := range []struct {
@@ -82,10 +49,10 @@ func BenchmarkProduce(b *testing.B) {
 			const callers = 100
 			reqs := make([][]event.Record, callers)
 			for i := range reqs {
-				reqs[i] = benchRecords(topic, 5)
+				reqs[i] = testkit.BenchRecords(topic, 5)
 			}
 			b.ReportAllocs()
-			cpu0 := cpuTime(b)
+			cpu0 := testkit.CPUTime(b)
 			b.ResetTimer()
 			var (
 				wg   sync.WaitGroup
@@ -108,7 +75,7 @@ func BenchmarkProduce(b *testing.B) {
 			}
 			wg.Wait()
 			b.StopTimer()
-			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+			b.ReportMetric(float64(testkit.CPUTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 // BenchmarkAppend measures the append path: encoding, the group-commit
@@ -63,38 +63,6 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
-// benchRecords returns a request of n records shaped like those ingest
-// builds from ~100-byte events: a key, a ~250-byte enriched JSON value and
-// the three headers of every event.
-func benchRecords(n int) []event.Record {
-	recs := make([]event.Record, n)
-	for i := range recs {
-		id := fmt.Sprintf("0193a1b2-c3d4-7e5f-8a9b-%012d", i)
-		recs[i] = event.Record{
-			Topic: "bench-spool",
-			Key:   []byte(fmt.Sprintf("user-%d", i)),
-			Value: []byte(`{"event":"page_view","id":"` + id + `","uid":"user-1","props":{"path":"/products/123","ref":"home","pad":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},` +
-				`"received_at":"2026-12-01T17:00:00.123456789Z","ip":"127.0.0.1","ua":"inlet-bench/1"}`),
-			Headers: []event.Header{
-				{Key: event.HeaderEventID, Value: []byte(id)},
-				{Key: event.HeaderEventName, Value: []byte("page_view")},
-				{Key: event.HeaderContentType, Value: []byte("application/json")},
-			},
-			EventID: id,
-		}
-	}
-	return recs
-}
-
-// cpuTime is the CPU time (user and system) the process used so far.
-func cpuTime(tb testing.TB) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		tb.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // instantKafka acknowledges every record at once, counting them.
 type instantKafka struct {
 	n    atomic.Int64
@@ -125,7 +93,7 @@ func (d instantDelivery) Wait(ctx context.Context) error {
 // make bench); cpu-µs/op is the process's CPU time per request, the figure
 // that decides throughput on a saturated core.
 func BenchmarkSpoolPath(b *testing.B) {
-	batch := benchRecords(5)
+	batch := testkit.BenchRecords("bench-spool", 5)
 	cfg := DefaultConfig()
 	cfg.Dir = b.TempDir()
 	cfg.MaxBytes = 1 << 40
@@ -140,7 +108,7 @@ func BenchmarkSpoolPath(b *testing.B) {
 	defer f.Stop(context.Background())
 	b.ReportAllocs()
 	b.SetParallelism(64)
-	cpu0 := cpuTime(b)
+	cpu0 := testkit.CPUTime(b)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
@@ -154,7 +122,7 @@ func BenchmarkSpoolPath(b *testing.B) {
 		time.Sleep(100 * time.Microsecond)
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(testkit.CPUTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 	b.ReportMetric(testutil.ToFloat64(s.metrics.Fsyncs)/float64(b.N), "fsyncs/op")
 }
 
@@ -191,7 +159,7 @@ func BenchmarkAckModes(b *testing.B) {
 	}
 	defer p.Close(context.Background())
 	topic := fmt.Sprintf("bench-ack-%d", time.Now().UnixNano())
-	warm := benchRecords(1)
+	warm := testkit.BenchRecords("bench-spool", 1)
 	warm[0].Topic = topic
 	if err := p.ProduceSync(context.Background(), warm); err != nil {
 		b.Fatal(err)
@@ -200,13 +168,13 @@ func BenchmarkAckModes(b *testing.B) {
 		const callers = 100
 		reqs := make([][]event.Record, callers)
 		for i := range reqs {
-			reqs[i] = benchRecords(5)
+			reqs[i] = testkit.BenchRecords("bench-spool", 5)
 			for j := range reqs[i] {
 				reqs[i][j].Topic = topic
 			}
 		}
 		b.ReportAllocs()
-		cpu0 := cpuTime(b)
+		cpu0 := testkit.CPUTime(b)
 		b.ResetTimer()
 		var wg sync.WaitGroup
 		next := make(chan struct{}, callers)
@@ -228,7 +196,7 @@ func BenchmarkAckModes(b *testing.B) {
 		wg.Wait()
 		drain()
 		b.StopTimer()
-		b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
+		b.ReportMetric(float64(testkit.CPUTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 	}
 	b.Run("ack=kafka", func(b *testing.B) { run(b, p.ProduceSync, func() {}) })
 	b.Run("ack=spool", func(b *testing.B) {
