@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/inlet-dev/inlet/internal/bench"
+	"github.com/inlet-dev/inlet/internal/verify"
 )
 
 const benchUsage = `Usage:
@@ -69,6 +70,11 @@ type BenchHTTPConfig struct {
 	HTTP bench.HTTPConfig
 	// BodyFile, if set, is read into HTTP.Body.
 	BodyFile string
+	// TLSCAFile is the PEM file of the CAs that sign an https:// target's
+	// certificate ("": the system's); TLSInsecureSkipVerify accepts any
+	// certificate (with a warning).
+	TLSCAFile             string
+	TLSInsecureSkipVerify bool
 	// Report files: JSON ("-" for stdout), HdrHistogram percentiles, HTML.
 	JSON, Hgrm, HTML string
 	// CPUProfile, if set, receives the generator's own CPU profile: a
@@ -82,6 +88,9 @@ type BenchHTTPConfig struct {
 func (c BenchHTTPConfig) Validate() error {
 	if err := c.Run.Validate(); err != nil {
 		return err
+	}
+	if (c.TLSCAFile != "" || c.TLSInsecureSkipVerify) && !strings.HasPrefix(c.HTTP.URL, "https://") {
+		return fmt.Errorf("bench: --tls-ca and --tls-insecure-skip-verify are for an https:// --target, not %s", c.HTTP.URL)
 	}
 	return c.HTTP.Validate()
 }
@@ -137,6 +146,8 @@ func parseBench(sub string, args []string, env Env, h0 bench.HTTPConfig, extra f
 	fs.IntVar(&h.Events, "events", h.Events, "events per generated request body (with --body-file: how many it holds, for events/s)")
 	fs.IntVar(&h.EventBytes, "event-bytes", h.EventBytes, "approximate size of one generated event, in bytes")
 	fs.BoolVar(&h.Gzip, "gzip", false, "gzip request bodies (Content-Encoding: gzip)")
+	fs.StringVar(&cfg.TLSCAFile, "tls-ca", "", "PEM `file` of the CAs that sign an https:// --target's certificate (default: the system's)")
+	fs.BoolVar(&cfg.TLSInsecureSkipVerify, "tls-insecure-skip-verify", false, "accept any certificate of an https:// --target (insecure: for tests only)")
 	fs.Float64Var(&r.Rate, "rate", 0, "open loop: requests per second, latency from each request's intended send time (0: closed loop)")
 	fs.Float64Var(&r.StartRate, "rate-start", 0, "open loop: ramp linearly from this rate (held during --warmup) to --rate over --duration")
 	fs.StringVar(&h.Client, "client", h.Client, "HTTP client: h1 (lean HTTP/1.1: one core of it outruns one core of a Go server), net/http (Go's; HTTP/2 over TLS where offered) or h2c (HTTP/2 without TLS: many requests in flight over --h2-conns connections, no goroutine per request)")
@@ -246,6 +257,16 @@ func runBenchHTTP(ctx context.Context, args []string, env Env) error {
 func BenchHTTP(ctx context.Context, cfg BenchHTTPConfig, progress io.Writer) (*bench.Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if strings.HasPrefix(cfg.HTTP.URL, "https://") {
+		tc, err := verify.ClientTLS(cfg.TLSCAFile, cfg.TLSInsecureSkipVerify)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		if cfg.TLSInsecureSkipVerify {
+			fmt.Fprintf(progress, "bench: warning: --tls-insecure-skip-verify: the certificate of %s is not checked\n", cfg.HTTP.URL)
+		}
+		cfg.HTTP.TLS = tc
 	}
 	target, err := bench.NewHTTP(cfg.HTTP)
 	if err != nil {

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -169,5 +170,53 @@ func TestBenchHTTPNothingSucceeds(t *testing.T) {
 	}
 	if time.Since(start) > 5*time.Second {
 		t.Errorf("took %v", time.Since(start))
+	}
+}
+
+// TestBenchHTTPSFlags: `inlet bench http` against an HTTPS server trusts the
+// CA of --tls-ca, warns with --tls-insecure-skip-verify, refuses a CA file
+// that is missing or holds no certificate, and refuses either flag with an
+// http:// target.
+func TestBenchHTTPSFlags(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := os.WriteFile(notPEM, []byte("no certificate here\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string, string) {
+		env, out, errb := testEnv(nil)
+		args = append([]string{"bench", "http", "--concurrency", "2", "--warmup", "0s", "--duration", "300ms"}, args...)
+		return Main(context.Background(), args, env), out.String(), errb.String()
+	}
+	if code, out, errb := run("--target", srv.URL+"/v1/batch", "--tls-ca", ca); code != 0 || !strings.Contains(out, "202: ") || strings.Contains(out, "tls") {
+		t.Errorf("with the server's CA: exit %d\n%s\n%s", code, out, errb)
+	}
+	if code, out, errb := run("--target", srv.URL+"/v1/batch", "--tls-insecure-skip-verify"); code != 0 || !strings.Contains(out, "202: ") ||
+		!strings.Contains(errb, "warning: --tls-insecure-skip-verify") {
+		t.Errorf("skipping verification: exit %d\n%s\n%s", code, out, errb)
+	}
+	if code, out, errb := run("--target", srv.URL+"/v1/batch"); code == 0 || !strings.Contains(out, "tls") {
+		t.Errorf("without the server's CA: exit %d, want a failure with the requests counted as tls errors\n%s\n%s", code, out, errb)
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"missing", filepath.Join(dir, "none.pem"), "--tls-ca: open"},
+		{"not PEM", notPEM, "holds no PEM certificate"},
+	} {
+		if code, _, errb := run("--target", srv.URL+"/v1/batch", "--tls-ca", tc.file); code == 0 || !strings.Contains(errb, tc.want) {
+			t.Errorf("CA file %s: exit %d, stderr %q; want %q", tc.name, code, errb, tc.want)
+		}
+	}
+	if code, _, errb := run("--target", "http://127.0.0.1:1/v1/batch", "--tls-ca", ca); code == 0 || !strings.Contains(errb, "are for an https:// --target") {
+		t.Errorf("--tls-ca with http://: exit %d, stderr %q", code, errb)
 	}
 }

@@ -13,6 +13,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -401,6 +402,7 @@ const (
 	KindClosed   = "closed"   // the server closed the connection without an answer
 	KindDNS      = "dns"      // the host name did not resolve
 	KindCanceled = "canceled" // canceled by the caller
+	KindTLS      = "tls"      // the TLS handshake failed: a certificate not verified, no common version
 	KindOther    = "other"
 )
 
@@ -408,7 +410,12 @@ const (
 func Classify(err error) string {
 	var dnsErr *net.DNSError
 	var netErr net.Error
+	var certErr *tls.CertificateVerificationError
+	var alert tls.AlertError
+	var recordErr tls.RecordHeaderError
 	switch {
+	case errors.As(err, &certErr), errors.As(err, &alert), errors.As(err, &recordErr):
+		return KindTLS
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return KindTimeout
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -52,7 +52,10 @@ var errProtocol = errors.New("bench: malformed HTTP answer")
 // aLongTimeAgo is a deadline that makes blocked reads and writes return.
 var aLongTimeAgo = time.Unix(1, 0)
 
-func newH1Client(u *url.URL, method, host string, header http.Header, connections int) *h1Client {
+// newH1Client makes the client of u; base, if not nil, is the TLS
+// configuration of an https:// u (its CAs), to which the server name and
+// ALPN are added.
+func newH1Client(u *url.URL, method, host string, header http.Header, connections int, base *tls.Config) *h1Client {
 	port := u.Port()
 	if port == "" {
 		port = "80"
@@ -68,7 +71,11 @@ func newH1Client(u *url.URL, method, host string, header http.Header, connection
 		conns:  make(chan *h1Conn, connections),
 	}
 	if u.Scheme == "https" {
-		c.tls = &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}}
+		c.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+		if base != nil {
+			c.tls = base.Clone()
+		}
+		c.tls.ServerName, c.tls.NextProtos = u.Hostname(), []string{"http/1.1"}
 	}
 	if host == "" {
 		host = u.Host

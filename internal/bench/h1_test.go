@@ -94,7 +94,7 @@ func TestBenchH1Answers(t *testing.T) {
 			t.Parallel()
 			base, conns := rawServer(t, answers, closeAfter)
 			u, _ := url.Parse(base + tc.path + "?q=1")
-			c := newH1Client(u, http.MethodPost, "", http.Header{"Content-Type": {"application/json"}}, 1)
+			c := newH1Client(u, http.MethodPost, "", http.Header{"Content-Type": {"application/json"}}, 1, nil)
 			defer c.close()
 			for i := range 3 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -134,7 +134,7 @@ func TestBenchH1Timeout(t *testing.T) {
 		}
 	}()
 	u, _ := url.Parse("http://" + l.Addr().String() + "/")
-	c := newH1Client(u, http.MethodGet, "example.test", nil, 1)
+	c := newH1Client(u, http.MethodGet, "example.test", nil, 1, nil)
 	defer c.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -50,6 +51,10 @@ type HTTPConfig struct {
 	// beyond that wait in their connection's queue until a stream ends or
 	// their deadline passes.
 	H2Conns int
+	// TLS is the client TLS configuration for an https:// URL (its CAs,
+	// InsecureSkipVerify); nil: the system's CAs. The server name and ALPN
+	// are set from the URL and the client.
+	TLS *tls.Config
 }
 
 // DefaultHTTPConfig posts batches of 5 events of about 100 bytes to a local
@@ -146,7 +151,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 	u, _ := url.Parse(cfg.URL) // checked by Validate
 	switch cfg.Client {
 	case ClientH1, "":
-		h.h1 = newH1Client(u, cfg.Method, host, header, cfg.Connections)
+		h.h1 = newH1Client(u, cfg.Method, host, header, cfg.Connections, cfg.TLS)
 		return h, nil
 	case ClientH2C:
 		h.h2c = newH2CClient(u, cfg.Method, host, header, cfg.H2Conns)
@@ -159,6 +164,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		MaxIdleConnsPerHost: cfg.Connections,
 		MaxConnsPerHost:     cfg.Connections,
 		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:     cfg.TLS.Clone(), // nil stays nil: the system's CAs
 		TLSHandshakeTimeout: 10 * time.Second,
 		DisableCompression:  true,
 		ForceAttemptHTTP2:   true,

@@ -19,15 +19,28 @@ func (c LoadConfig) tlsConfig() (*tls.Config, error) {
 	if err != nil || u.Scheme != "https" {
 		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.TLSInsecureSkipVerify} //nolint:gosec // the user's explicit choice, warned about by inlet verify
-	if c.TLSCAFile != "" {
-		pem, err := os.ReadFile(c.TLSCAFile)
+	tc, err := ClientTLS(c.TLSCAFile, c.TLSInsecureSkipVerify)
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	return tc, nil
+}
+
+// ClientTLS is the client TLS configuration of a command that talks to a
+// gateway over https:// (inlet verify, inlet bench http): the CAs in the
+// PEM file caFile (the system's when ""), TLS 1.2 at least, and with
+// insecure no verification of the gateway's certificate at all (the
+// caller warns). Errors name the --tls-ca flag.
+func ClientTLS(caFile string, insecure bool) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // the user's explicit choice, warned about by the command
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("verify: --tls-ca: %w", err)
+			return nil, fmt.Errorf("--tls-ca: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("verify: --tls-ca %s holds no PEM certificate", c.TLSCAFile)
+			return nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", caFile)
 		}
 		tc.RootCAs = pool
 	}
