@@ -11,11 +11,10 @@ import "bytes"
 //
 // What Frame leaves unchecked are the events' insides: a body Split rejects
 // for a syntax error inside an event is cut by Frame, and the event is
-// rejected by Batch.Add as malformed_json. A caller that answers such a body
-// as Split would (a JSON or single layout: the whole body is refused) calls
-// Split once an event of a JSON body was rejected as malformed_json, or the
-// event of a single body was rejected at all (Add reports a field's fault
-// before data after the event).
+// rejected by Batch.Add, as malformed_json, or as too_large without being
+// read at all. A caller that answers such a body as Split would (a JSON or
+// single layout: the whole body is refused) calls Split once Add rejected
+// an event for which HidesBodyError is true.
 //
 // The returned slices alias body.
 func Frame(dst [][]byte, body []byte, f Format, maxEvents int) ([][]byte, error) {
@@ -197,4 +196,20 @@ func appendLines(dst [][]byte, body []byte, maxEvents int) [][]byte {
 		}
 	}
 	return dst
+}
+
+// HidesBodyError reports whether Batch.Add's rejection bad of an event that
+// Frame cut from a body of layout f may hide a syntax error of the body
+// itself, which Split would refuse: a malformed event (its own fault may be
+// the body's), an event too large to be read at all, or any rejection of
+// the one event of FormatSingle (Add reports a field's fault before what
+// follows the event). NDJSON lines are independent: never.
+func HidesBodyError(bad *Invalid, f Format) bool {
+	switch {
+	case bad == nil || f == FormatNDJSON:
+		return false
+	case f == FormatSingle:
+		return true
+	}
+	return bad.Reason == ReasonMalformed || bad.Reason == ReasonTooLarge
 }

@@ -133,6 +133,10 @@ func TestBadInput(t *testing.T) {
 	bomb := make([]byte, 8<<20+1<<10) // zeros past the 8 MiB limit: a few KiB compressed
 	huge := append(append([]byte(`[{"event":"x","props":{"s":"`), bytes.Repeat([]byte("a"), 1<<20)...), []byte(`"}}]`)...)
 	const none = -1 // no offset in the answer
+	// An event over --max-event-bytes is rejected unread: a syntax error
+	// inside it is still the body's.
+	largeBad := []byte(`[{"event":"ok"},{"event":"a","props":{"s":"` + strings.Repeat("x", 33<<10) + `"},}]`)
+	largeBadAt := int64(bytes.LastIndex(largeBad, []byte("}]")))
 
 	cases := []struct {
 		name    string
@@ -183,6 +187,9 @@ func TestBadInput(t *testing.T) {
 		// The events are read once, after the body is cut: a syntax error
 		// inside one still refuses the whole body, where it is.
 		{name: "syntax error inside an event", body: []byte(`[{"event":"a"},{"event":x},{"event":"b"}]`), headers: json, status: 400, msg: "malformed JSON at byte offset 24: invalid character 'x'", offset: 24},
+		{name: "syntax error inside a too large event", body: largeBad, headers: json, status: 400, msg: fmt.Sprintf("malformed JSON at byte offset %d", largeBadAt), offset: largeBadAt},
+		{name: "track a too large event with a syntax error", path: "/v1/track", body: largeBad[16 : len(largeBad)-1], headers: json, status: 400,
+			msg: fmt.Sprintf("malformed JSON at byte offset %d", largeBadAt-16), offset: largeBadAt - 16},
 		{name: "bracket mismatch inside an event", body: []byte(`[{"event":"a","props":{"a":[1}]},{"event":"b"}]`), headers: json, status: 400, msg: "malformed JSON at byte offset 29", offset: 29},
 		{name: "track a bad field and a second object", path: "/v1/track", body: []byte(`{"event":1} {"event":"b"}`), headers: json, status: 400, msg: "malformed JSON at byte offset 12: invalid character '{' after top-level value", offset: 12},
 		{name: "track unknown field and garbage", path: "/v1/track", body: []byte(`{"EVENT":"a"}}`), headers: json, status: 400, msg: "malformed JSON at byte offset 13", offset: 13},

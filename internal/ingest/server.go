@@ -302,19 +302,19 @@ func putItems(ib *[][]byte) {
 }
 
 // add reads each event of the request into b, once. Frame left the events'
-// insides unchecked: when one is malformed_json (or the single event of
-// /v1/track is rejected at all: what follows it is unread) and the layout is
-// JSON, the body as a whole is checked as Split does, and a body Split
-// refuses is answered as it was (400 with the offset), not as a rejected
-// event.
+// insides unchecked: when a rejection may hide a fault of the body
+// (event.HidesBodyError: a malformed or too large event of a JSON body, any
+// rejection of the single event of /v1/track), the body as a whole is
+// checked as Split does, and a body Split refuses is answered as it was (400
+// with the offset), not as a rejected event.
 func (s *Server) add(b *event.Batch, items [][]byte, body []byte, f event.Format) *httpError {
 	check := false
 	for _, raw := range items {
-		if bad := b.Add(raw); bad != nil && (bad.Reason == event.ReasonMalformed || f == event.FormatSingle) {
+		if event.HidesBodyError(b.Add(raw), f) {
 			check = true
 		}
 	}
-	if check && f != event.FormatNDJSON {
+	if check {
 		if _, err := event.Split(body, f, s.cfg.MaxEvents); err != nil {
 			return bodyError(err)
 		}
