@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"crypto/rand"
 	"slices"
 	"strconv"
@@ -73,6 +74,7 @@ func (b *Batch) Release() {
 		return
 	}
 	clear(b.evs)
+	b.sc.rd = bytes.Buffer{} // it reads the last event in place: keep no request body alive
 	*b = Batch{sc: b.sc, heads: b.heads[:0], evs: b.evs[:0], tail: b.tail[:0], rnd: b.rnd[:0]}
 	batches.Put(b)
 }
