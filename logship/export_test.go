@@ -15,6 +15,16 @@ type PipeSink struct {
 	got     [][]byte
 	most    int // pending sends at most
 	failNow int // sends to fail at once
+	timed   int // sends whose context had a deadline
+}
+
+// Timed is the number of sends whose context had a deadline: franz-go
+// fails a record whose context ends, out of order with those sent after
+// it, so sends to a pipelining sink must have none.
+func (p *PipeSink) Timed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.timed
 }
 
 // FailNext makes the next n sends fail at once, before send returns (as
@@ -35,9 +45,12 @@ var _ pipeliner = (*PipeSink)(nil)
 // ErrPipeDown is what a failed Answer answers.
 var ErrPipeDown = errors.New("pipe sink down")
 
-func (p *PipeSink) send(_ context.Context, recs [][]byte, done func(error)) {
+func (p *PipeSink) send(ctx context.Context, recs [][]byte, done func(error)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if _, ok := ctx.Deadline(); ok {
+		p.timed++
+	}
 	if p.failNow > 0 {
 		p.failNow--
 		done(ErrPipeDown)

@@ -52,7 +52,9 @@ type Options struct {
 	// Linger how long the first of a batch waits for more (default 20 ms).
 	BatchSize int
 	Linger    time.Duration
-	// SendTimeout bounds one write to the sink (default 10 s).
+	// SendTimeout bounds one write to the sink (default 10 s). Not to a
+	// KafkaSink: its batches are in flight several at a time and franz-go
+	// retries them, in order, until Kafka answers or Close gives up.
 	SendTimeout time.Duration
 	// SpillDir is where the spill file, logship.spill, is kept, with
 	// logship.spill.pos, how much of it was acknowledged: a handler

@@ -428,7 +428,20 @@ func (s *shipper) run() {
 	send := func(f *flight) {
 		f.err, f.done = nil, false
 		window = append(window, f)
-		ctx, cancel := context.WithTimeout(s.runCtx, s.opts.SendTimeout)
+		// A sink that pipelines (KafkaSink) is not timed out per batch:
+		// franz-go fails a record whose context ends, and a batch sent
+		// after it, before the handler heard of the failure, could then
+		// land ahead of it. Without a deadline franz-go retries in order
+		// until the sink is back; meanwhile the window stays full and new
+		// records spill. Close's deadline (runCtx) still ends them.
+		timeout := s.opts.SendTimeout
+		if s.maxFlights > 1 {
+			timeout = 0
+		}
+		ctx, cancel := s.runCtx, context.CancelFunc(func() {})
+		if timeout > 0 {
+			ctx, cancel = context.WithTimeout(s.runCtx, timeout)
+		}
 		s.pl.send(ctx, f.recs, func(err error) {
 			cancel()
 			f.err = err
