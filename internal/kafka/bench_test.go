@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,26 +53,7 @@ func BenchmarkProduce(b *testing.B) {
 			b.ReportAllocs()
 			cpu0 := testkit.CPUTime(b)
 			b.ResetTimer()
-			var (
-				wg   sync.WaitGroup
-				next = make(chan struct{}, callers)
-			)
-			go func() {
-				for range b.N {
-					next <- struct{}{}
-				}
-				close(next)
-			}()
-			for c := range callers {
-				wg.Go(func() {
-					for range next {
-						if err := bc.do(context.Background(), reqs[c]); err != nil {
-							b.Error(err)
-						}
-					}
-				})
-			}
-			wg.Wait()
+			testkit.CallersN(b, callers, func(c int) error { return bc.do(context.Background(), reqs[c]) })
 			b.StopTimer()
 			b.ReportMetric(float64(testkit.CPUTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")
 		})

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,24 +175,7 @@ func BenchmarkAckModes(b *testing.B) {
 		b.ReportAllocs()
 		cpu0 := testkit.CPUTime(b)
 		b.ResetTimer()
-		var wg sync.WaitGroup
-		next := make(chan struct{}, callers)
-		go func() {
-			for range b.N {
-				next <- struct{}{}
-			}
-			close(next)
-		}()
-		for c := range callers {
-			wg.Go(func() {
-				for range next {
-					if err := do(context.Background(), reqs[c]); err != nil {
-						b.Error(err)
-					}
-				}
-			})
-		}
-		wg.Wait()
+		testkit.CallersN(b, callers, func(c int) error { return do(context.Background(), reqs[c]) })
 		drain()
 		b.StopTimer()
 		b.ReportMetric(float64(testkit.CPUTime(b)-cpu0)/float64(time.Microsecond)/float64(b.N), "cpu-µs/op")

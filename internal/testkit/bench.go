@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"fmt"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -43,4 +44,30 @@ func BenchRecords(topic string, n int) []event.Record {
 		}
 	}
 	return recs
+}
+
+// CallersN runs b.N calls of call over callers goroutines (call's
+// argument is the goroutine's index), as many callers of a server would,
+// each making its next call once its last returned; a failed call fails
+// b. It returns when every call has returned.
+func CallersN(b *testing.B, callers int, call func(caller int) error) {
+	b.Helper()
+	next := make(chan struct{}, callers)
+	go func() {
+		for range b.N {
+			next <- struct{}{}
+		}
+		close(next)
+	}()
+	var wg sync.WaitGroup
+	for c := range callers {
+		wg.Go(func() {
+			for range next {
+				if err := call(c); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
