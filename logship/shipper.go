@@ -434,13 +434,9 @@ func (s *shipper) run() {
 		// land ahead of it. Without a deadline franz-go retries in order
 		// until the sink is back; meanwhile the window stays full and new
 		// records spill. Close's deadline (runCtx) still ends them.
-		timeout := s.opts.SendTimeout
-		if s.maxFlights > 1 {
-			timeout = 0
-		}
 		ctx, cancel := s.runCtx, context.CancelFunc(func() {})
-		if timeout > 0 {
-			ctx, cancel = context.WithTimeout(s.runCtx, timeout)
+		if s.maxFlights == 1 {
+			ctx, cancel = context.WithTimeout(s.runCtx, s.opts.SendTimeout)
 		}
 		s.pl.send(ctx, f.recs, func(err error) {
 			cancel()
