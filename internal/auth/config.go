@@ -62,7 +62,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := c.withDefaults()
 	c.TokenTTL, c.ReloadInterval = d.TokenTTL, d.ReloadInterval
 	fs.StringVar(&c.ClientsFile, "clients", c.ClientsFile, "clients `FILE` (ids, hashed secrets, groups, rates; made with `inlet clients add`), reloaded on change")
-	fs.BoolVar(&c.HTTP, "auth", c.HTTP, "require client credentials on HTTP ingest: Authorization Bearer or Basic (client id as user), or k= in the query (needs --clients)")
+	fs.BoolVar(&c.HTTP, "auth", c.HTTP, "require client credentials on HTTP ingest and request-reply (/v1/rpc): Authorization Bearer or Basic (client id as user), or k= in the query (needs --clients)")
 	fs.DurationVar(&c.TokenTTL, "auth-token-ttl", c.TokenTTL, "how long a session token (returned for a secret) is valid")
 	fs.StringVar(&c.TokenKeyFile, "auth-token-key-file", c.TokenKeyFile, "`FILE` with the HMAC key of session tokens (32 bytes or more), the same on every instance so their tokens work on all; empty: a random key, tokens valid on this instance only")
 	fs.DurationVar(&c.ReloadInterval, "clients-reload-interval", c.ReloadInterval, "how often --clients and --auth-token-key-file are checked for changes")

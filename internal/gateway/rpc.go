@@ -2,14 +2,18 @@ package gateway
 
 import (
 	"context"
+	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/reply"
@@ -70,7 +74,11 @@ func (g *Gateway) startRPC(brokers []string, mux *http.ServeMux) error {
 		p = reply.ProducerFunc(rp.ProduceFunc)
 		g.log.Info("request-reply enabled", "services", cfg.RPC.Services, "replies", t.Address().String())
 	}
-	h, err := reply.NewHandler(cfg.RPC, g.router, t, p, g.log)
+	rc := cfg.RPC
+	if cfg.Auth.HTTP && g.auth != nil {
+		rc.Admit = g.admitRPC
+	}
+	h, err := reply.NewHandler(rc, g.router, t, p, g.log)
 	if err != nil {
 		return err
 	}
@@ -93,4 +101,40 @@ func defaultInstanceID(listen string) string {
 		}
 		return '-'
 	}, host+"-"+port)
+}
+
+// admitRPC checks a request-reply call's credentials (with --auth) as
+// HTTP ingest does, and charges the call to its client's rate as one
+// event: 401 with WWW-Authenticate for credentials refused, 429 with
+// Retry-After over the rate. It returns the client's id.
+func (g *Gateway) admitRPC(r *http.Request) (string, error) {
+	p, err := g.auth.FromHTTP(r)
+	if err == nil && p.Client == nil {
+		err = fmt.Errorf("%w: the credentials name no client", auth.ErrUnknownClient)
+	}
+	if err != nil {
+		rf := &reply.Refusal{Status: auth.HTTPStatus(err), Msg: "credentials refused: " + err.Error()}
+		if rf.Status < 400 || rf.Status >= 500 { // not an error of credentials: refuse them anyway
+			rf.Status = http.StatusUnauthorized
+		}
+		if rf.Status == http.StatusUnauthorized {
+			rf.Header = http.Header{"Www-Authenticate": {auth.WWWAuthenticate(err)}}
+		}
+		return "", rf
+	}
+	wait, err := g.auth.Allow(p, 1)
+	if err == nil {
+		return p.Client.ID, nil
+	}
+	rf := &reply.Refusal{Status: auth.HTTPStatus(err), Msg: "call refused, nothing was sent: " + err.Error()}
+	if rf.Status != http.StatusTooManyRequests {
+		if rf.Status < 400 || rf.Status >= 500 {
+			rf.Status = http.StatusUnauthorized
+		}
+		return "", rf
+	}
+	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	rf.Header = http.Header{"Retry-After": {strconv.Itoa(secs)}}
+	rf.Msg = fmt.Sprintf("client %q is over its rate; nothing was sent: retry after %d s (%v)", p.Client.ID, secs, err)
+	return "", rf
 }

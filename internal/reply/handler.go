@@ -53,12 +53,29 @@ type Config struct {
 	// ForwardQuery copies the query string into request records; by
 	// default it is not (it carries secrets too: tokens, signatures).
 	ForwardQuery bool
+	// Admit, when set, is asked about each call before anything of its
+	// body is read (and before the service is looked up, so that a caller
+	// without credentials learns nothing of the services): it returns the
+	// id of the calling client, which the request record carries as
+	// inlet-client, or why the call is refused, a *Refusal (any other
+	// error answers 401).
+	Admit func(r *http.Request) (client string, err error)
 	// Budget is charged the request bodies held in memory, from their
 	// first byte read until Kafka took them; past it a call is answered
 	// 503. The gateway passes the one its ingest endpoint charges; nil
 	// means a budget of the handler's own of DefaultBudgetBytes.
 	Budget *membudget.Budget
 }
+
+// Refusal is why Config.Admit refused a call: the status the caller gets,
+// headers for the answer (WWW-Authenticate, Retry-After) and the message.
+type Refusal struct {
+	Status int
+	Header http.Header
+	Msg    string
+}
+
+func (r *Refusal) Error() string { return r.Msg }
 
 // DefaultBudgetBytes is the size of the handler's own body budget when
 // Config.Budget is nil: ingest's default --max-inflight-bytes.
@@ -243,6 +260,14 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 		w.Header().Set("Allow", http.MethodPost)
 		return nil, h.fail(w, http.StatusMethodNotAllowed, "method %s is not allowed on %s; use POST", r.Method, r.URL.Path)
 	}
+	var client string
+	if h.cfg.Admit != nil {
+		c, err := h.cfg.Admit(r)
+		if err != nil {
+			return nil, h.refuse(w, err)
+		}
+		client = c
+	}
 	service := r.PathValue("service")
 	if !serviceName.MatchString(service) {
 		return nil, h.fail(w, http.StatusBadRequest, "service %q: letters, digits, '.', '_' and '-' only", service)
@@ -308,7 +333,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 	}
 	addr := h.transport.Address()
 	rec := RequestRecord(h.cfg.TopicPrefix+service, Request{ID: id, Service: service, Deadline: deadline,
-		ContentType: r.Header.Get("Content-Type"), Query: query, Headers: h.forwarded(r.Header), Body: body,
+		ContentType: r.Header.Get("Content-Type"), Client: client, Query: query, Headers: h.forwarded(r.Header), Body: body,
 		ReplyTo: addr, ReplyPartition: replyPartition(addr)})
 	// Produced without waiting for Kafka's acknowledgement (the reply may
 	// well come first); a refused produce ends the wait.
@@ -478,6 +503,18 @@ func parseTimeout(v string) (time.Duration, error) {
 		return 0, errors.New("must be positive")
 	}
 	return d, nil
+}
+
+// refuse answers a call Config.Admit refused with err.
+func (h *Handler) refuse(w http.ResponseWriter, err error) int {
+	var rf *Refusal
+	if !errors.As(err, &rf) {
+		return h.fail(w, http.StatusUnauthorized, "credentials refused: %v", err)
+	}
+	for k, vs := range rf.Header {
+		w.Header()[k] = vs
+	}
+	return h.fail(w, rf.Status, "%s", rf.Msg)
 }
 
 func (h *Handler) busy(w http.ResponseWriter, format string, args ...any) int {

@@ -513,3 +513,68 @@ func TestHandlerOverHTTP(t *testing.T) {
 		t.Errorf("%d waiters left after the caller went away", n)
 	}
 }
+
+// TestHandlerAdmit: Config.Admit runs before anything else of the call:
+// a refused call is answered with the refusal's status, headers and
+// message (401 for an error that is not a *Refusal), gets no waiter and
+// produces no record, and learns nothing of the services (a refusal, not
+// 404, for a service that is not enabled); an admitted call's record
+// names its client in inlet-client, which a caller's own Inlet-Client
+// header cannot forge.
+func TestHandlerAdmit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, func(c *Config) {
+		c.Admit = func(r *http.Request) (string, error) {
+			switch r.Header.Get("Authorization") {
+			case "Bearer good":
+				return "web", nil
+			case "Bearer fast":
+				return "", &Refusal{Status: http.StatusTooManyRequests, Header: http.Header{"Retry-After": {"3"}}, Msg: "client web is over its rate"}
+			case "":
+				return "", &Refusal{Status: http.StatusUnauthorized, Header: http.Header{"Www-Authenticate": {`Bearer realm="inlet"`}}, Msg: "credentials refused: none sent"}
+			}
+			return "", errors.New("bad secret")
+		}
+	})
+	for _, tt := range []struct {
+		name, service, auth string
+		code                int
+		header, msg         string
+	}{
+		{"no credentials", "billing", "", http.StatusUnauthorized, "Www-Authenticate", "credentials refused: none sent"},
+		{"no credentials, service not enabled", "nope", "", http.StatusUnauthorized, "Www-Authenticate", "credentials refused: none sent"},
+		{"over the rate", "billing", "Bearer fast", http.StatusTooManyRequests, "Retry-After", "client web is over its rate"},
+		{"another error", "billing", "Bearer bad", http.StatusUnauthorized, "", "credentials refused: bad secret"},
+	} {
+		w := f.serve(post(tt.service, "hi", "Authorization", tt.auth))
+		if w.Code != tt.code {
+			t.Errorf("%s: answer %d %q, want %d", tt.name, w.Code, w.Body, tt.code)
+			continue
+		}
+		if msg := errorOf(t, w); msg != tt.msg {
+			t.Errorf("%s: message %q, want %q", tt.name, msg, tt.msg)
+		}
+		if tt.header != "" && w.Header().Get(tt.header) == "" {
+			t.Errorf("%s: no %s header on the answer", tt.name, tt.header)
+		}
+	}
+	if recs := f.producer.records(); len(recs) != 0 {
+		t.Fatalf("refused calls produced %d records", len(recs))
+	}
+
+	w := f.serve(post("billing", "hi", "Authorization", "Bearer good", "Inlet-Client", "admin"))
+	if w.Code != http.StatusOK || w.Body.String() != "hi" {
+		t.Fatalf("admitted call: answer %d %q", w.Code, w.Body)
+	}
+	recs := f.producer.records()
+	if len(recs) != 1 {
+		t.Fatalf("admitted call produced %d records", len(recs))
+	}
+	req, err := ParseRequest(recs[0].Key, recs[0].Value, recs[0].Headers, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Client != "web" || req.Headers.Get("Inlet-Client") != "admin" {
+		t.Errorf("record: client %q, forwarded Inlet-Client %q; want web and the caller's admin apart", req.Client, req.Headers.Get("Inlet-Client"))
+	}
+}

@@ -40,6 +40,11 @@ const (
 	// HeaderDeadline is when the caller stops waiting, in Unix milliseconds.
 	HeaderDeadline = "inlet-deadline"
 	HeaderService  = "inlet-service"
+	// HeaderClient is the id of the client that made the call, when the
+	// gateway authenticates callers (inlet serve --auth). It is set by the
+	// gateway only: a caller's own Inlet-Client header arrives as
+	// http-inlet-client.
+	HeaderClient = "inlet-client"
 	// HeaderQuery is the request's raw query string, if any.
 	HeaderQuery = "inlet-query"
 	// HeaderContentType is the request's (or the reply's) content type.

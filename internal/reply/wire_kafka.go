@@ -30,10 +30,13 @@ type Request struct {
 	Service     string    // the service called
 	Deadline    time.Time // when the caller stops waiting
 	ContentType string
-	Query       string      // the raw query string of the HTTP request, if any
-	Headers     http.Header // the forwarded HTTP request headers (http-* record headers, prefix stripped)
-	Body        []byte
-	ReplyTo     Address // where the reply goes
+	// Client is the id of the authenticated client that made the call
+	// (inlet serve --auth), empty without authentication.
+	Client  string
+	Query   string      // the raw query string of the HTTP request, if any
+	Headers http.Header // the forwarded HTTP request headers (http-* record headers, prefix stripped)
+	Body    []byte
+	ReplyTo Address // where the reply goes
 	// ReplyPartition is the partition of a kafka: reply topic the reply
 	// goes to; -1 when the request names none (then any partition will do).
 	ReplyPartition int32
@@ -57,7 +60,7 @@ var notForwarded = map[string]bool{"Connection": true, "Keep-Alive": true, "Tran
 // http-<name> headers, several values joined with ", ", except hop-by-hop
 // and framing headers, those named by the Connection header, Content-Type
 // (carried by req.ContentType) and Inlet-Timeout. Empty optional fields
-// (Service, ContentType, Query) are left out. The record aliases req.Body.
+// (Service, ContentType, Client, Query) are left out. The record aliases req.Body.
 func RequestRecord(topic string, req Request) event.Record {
 	hs := make([]event.Header, 0, 6+len(req.Headers))
 	hs = append(hs,
@@ -72,6 +75,9 @@ func RequestRecord(topic string, req Request) event.Record {
 	}
 	if req.ContentType != "" {
 		hs = append(hs, event.Header{Key: HeaderContentType, Value: []byte(req.ContentType)})
+	}
+	if req.Client != "" {
+		hs = append(hs, event.Header{Key: HeaderClient, Value: []byte(req.Client)})
 	}
 	if req.Query != "" {
 		hs = append(hs, event.Header{Key: HeaderQuery, Value: []byte(req.Query)})
@@ -136,6 +142,10 @@ func ParseRequest[H RecordHeader](key, value []byte, headers []H, service string
 			}
 		case k == HeaderQuery:
 			req.Query = string(h.Value)
+		case k == HeaderClient:
+			if req.Client == "" {
+				req.Client = string(h.Value)
+			}
 		case k == HeaderContentType:
 			req.ContentType = string(h.Value)
 		case strings.HasPrefix(k, HTTPHeaderPrefix) && len(k) > len(HTTPHeaderPrefix):

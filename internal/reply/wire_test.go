@@ -35,10 +35,12 @@ func TestRequestRoundTrip(t *testing.T) {
 		want Request // what ParseRequest returns; req when zero
 	}{
 		{name: "full", req: Request{
-			ID: "c1", Service: "billing", Deadline: deadline, ContentType: "application/json", Query: "a=1&b=2",
+			ID: "c1", Service: "billing", Deadline: deadline, ContentType: "application/json", Client: "web", Query: "a=1&b=2",
 			Headers: http.Header{"X-Trace-Id": {"t1"}, "Authorization": {"Bearer x"}},
 			Body:    []byte(`{"n":1}`), ReplyTo: Address{Kind: "kafka", Name: "inlet.replies.a"}, ReplyPartition: 2,
 		}},
+		{name: "a caller's Inlet-Client header is not the client", req: Request{ID: "c7", Service: "svc", Deadline: deadline,
+			Headers: http.Header{"Inlet-Client": {"admin"}}, ReplyTo: Address{Kind: "kafka", Name: "r"}, ReplyPartition: -1}},
 		{name: "minimal, redis", req: Request{ID: "c2", Service: "svc", Deadline: deadline,
 			ReplyTo: Address{Kind: "redis", Name: "inlet:replies:7"}, ReplyPartition: -1}},
 		{name: "redis has no partition", req: Request{ID: "c5", Service: "svc", Deadline: deadline,

@@ -55,8 +55,14 @@ var hopHeaders = map[string]bool{
 	"Proxy-Authorization": true, "Proxy-Authenticate": true,
 }
 
+// ClientHeader is the header through which HTTP tells target the id of the
+// client that made the call, when the gateway authenticated it (inlet
+// serve --auth); a caller's own header of that name is not passed on.
+const ClientHeader = "Inlet-Client"
+
 // HTTP returns a handler that POSTs each request's body, with its content
-// type, forwarded headers and query string (appended to target's), to target;
+// type, forwarded headers, the calling client (ClientHeader) and query
+// string (appended to target's), to target;
 // the response's status, content type and body are the reply. A transport
 // error, or a response body over MaxReplyBody, is a handler error (the caller
 // gets 502). client nil means a client keeping up to DefaultConcurrency idle
@@ -92,6 +98,11 @@ func HTTP(target string, client *http.Client) (Handler, error) {
 		if req.ContentType != "" {
 			hr.Header.Set("Content-Type", req.ContentType)
 		}
+		// The gateway's word on who called, never the caller's own.
+		hr.Header.Del(ClientHeader)
+		if req.Client != "" {
+			hr.Header.Set(ClientHeader, req.Client)
+		}
 		resp, err := client.Do(hr)
 		if err != nil {
 			return reply.Reply{}, fmt.Errorf("http: %w", err)
@@ -111,7 +122,7 @@ func HTTP(target string, client *http.Client) (Handler, error) {
 // Exec returns a handler that runs `sh -c command` for each request, with
 // the request body on stdin and its metadata in the environment (RPC_ID,
 // RPC_SERVICE, RPC_CONTENT_TYPE, RPC_QUERY, RPC_DEADLINE in Unix
-// milliseconds). Its stdout, up to MaxReplyBody, is the reply body (status
+// milliseconds, RPC_CLIENT: the client the gateway authenticated, if any). Its stdout, up to MaxReplyBody, is the reply body (status
 // 200, no content type). A non-zero exit is a handler error carrying the
 // last line of stderr. The request's deadline kills the command (its whole
 // process group where the system has them).
@@ -124,7 +135,8 @@ func Exec(command string) Handler {
 			"RPC_SERVICE="+req.Service,
 			"RPC_CONTENT_TYPE="+req.ContentType,
 			"RPC_QUERY="+req.Query,
-			"RPC_DEADLINE="+strconv.FormatInt(req.Deadline.UnixMilli(), 10))
+			"RPC_DEADLINE="+strconv.FormatInt(req.Deadline.UnixMilli(), 10),
+			"RPC_CLIENT="+req.Client)
 		stdout := &capped{max: MaxReplyBody}
 		stderr := &tail{max: 4 << 10}
 		cmd.Stdout, cmd.Stderr = stdout, stderr

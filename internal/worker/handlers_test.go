@@ -53,11 +53,14 @@ func TestHTTP(t *testing.T) {
 		w.Header().Set("Content-Type", "text/x-answer")
 		w.WriteHeader(http.StatusCreated)
 		io.WriteString(w, strings.Join([]string{r.Method, r.URL.RawQuery, r.Header.Get("Content-Type"),
-			r.Header.Get("X-Trace-Id"), strings.Join(r.Header.Values("Accept"), "+"), string(body)}, "|"))
+			r.Header.Get("X-Trace-Id"), strings.Join(r.Header.Values("Accept"), "+"), strings.Join(r.Header.Values("Inlet-Client"), "+"), string(body)}, "|"))
 	}))
 	defer srv.Close()
-	req := Request{ID: "c1", ContentType: "application/json", Query: "q=1", Body: []byte(`{"a":1}`),
-		Headers:  http.Header{"X-Trace-Id": {"t9"}, "Accept": {"a/b", "c/d"}, "Connection": {"close"}, "Content-Length": {"999"}},
+	// The caller's own Inlet-Client header is replaced by the client the
+	// gateway authenticated.
+	req := Request{ID: "c1", ContentType: "application/json", Query: "q=1", Body: []byte(`{"a":1}`), Client: "web",
+		Headers: http.Header{"X-Trace-Id": {"t9"}, "Accept": {"a/b", "c/d"}, "Connection": {"close"}, "Content-Length": {"999"},
+			"Inlet-Client": {"admin"}},
 		Deadline: time.Now().Add(10 * time.Second)}
 	ctx := context.Background()
 
@@ -69,7 +72,7 @@ func TestHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := reply.Reply{Status: 201, ContentType: "text/x-answer", Body: []byte(`POST|fixed=2&q=1|application/json|t9|a/b+c/d|{"a":1}`)}
+	want := reply.Reply{Status: 201, ContentType: "text/x-answer", Body: []byte(`POST|fixed=2&q=1|application/json|t9|a/b+c/d|web|{"a":1}`)}
 	if rep.Status != want.Status || rep.ContentType != want.ContentType || string(rep.Body) != string(want.Body) {
 		t.Errorf("reply %+v %q, want %+v %q", rep, rep.Body, want, want.Body)
 	}
@@ -103,7 +106,7 @@ func TestHTTP(t *testing.T) {
 
 func TestExec(t *testing.T) {
 	t.Parallel()
-	req := Request{ID: "c1", Service: "svc", ContentType: "text/plain", Query: "a=1", Body: []byte("hello\n"),
+	req := Request{ID: "c1", Service: "svc", ContentType: "text/plain", Query: "a=1", Body: []byte("hello\n"), Client: "web",
 		Deadline: time.UnixMilli(1_900_000_000_000)}
 	ctx := context.Background()
 	tests := []struct {
@@ -112,8 +115,8 @@ func TestExec(t *testing.T) {
 		wantErr   string
 	}{
 		{name: "stdin to stdout", cmd: "tr a-z A-Z", want: "HELLO\n"},
-		{name: "environment", cmd: `printf '%s %s %s %s %s' "$RPC_ID" "$RPC_SERVICE" "$RPC_CONTENT_TYPE" "$RPC_QUERY" "$RPC_DEADLINE"`,
-			want: "c1 svc text/plain a=1 1900000000000"},
+		{name: "environment", cmd: `printf '%s %s %s %s %s %s' "$RPC_ID" "$RPC_SERVICE" "$RPC_CONTENT_TYPE" "$RPC_QUERY" "$RPC_DEADLINE" "$RPC_CLIENT"`,
+			want: "c1 svc text/plain a=1 1900000000000 web"},
 		{name: "no output", cmd: "cat >/dev/null", want: ""},
 		{name: "failure", cmd: "echo partial; echo first >&2; echo 'no such record' >&2; echo >&2; exit 3",
 			wantErr: "exec: exit status 3: no such record"},
