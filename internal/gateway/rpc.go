@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -122,6 +123,11 @@ func (g *Gateway) admitRPC(r *http.Request) (string, error) {
 		}
 		return "", rf
 	}
+	if r.Header.Get("Authorization") == "" {
+		// The credentials came as k= in the query: a request record
+		// with --rpc-forward-query must not carry them to the topic.
+		r.URL.RawQuery = withoutParam(r.URL.RawQuery, "k")
+	}
 	wait, err := g.auth.Allow(p, 1)
 	if err == nil {
 		return p.Client.ID, nil
@@ -137,4 +143,21 @@ func (g *Gateway) admitRPC(r *http.Request) (string, error) {
 	rf.Header = http.Header{"Retry-After": {strconv.Itoa(secs)}}
 	rf.Msg = fmt.Sprintf("client %q is over its rate; nothing was sent: retry after %d s (%v)", p.Client.ID, secs, err)
 	return "", rf
+}
+
+// withoutParam is the raw query q without its name parameters, the others
+// as they were sent.
+func withoutParam(q, name string) string {
+	var b strings.Builder
+	for part := range strings.SplitSeq(q, "&") {
+		k, _, _ := strings.Cut(part, "=")
+		if u, err := url.QueryUnescape(k); part == "" || (err == nil && u == name) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(part)
+	}
+	return b.String()
 }

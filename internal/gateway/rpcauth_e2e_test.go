@@ -18,7 +18,8 @@ import (
 // 401 with WWW-Authenticate, a client over its rate 429 with Retry-After,
 // and nothing reaches the worker. An admitted call tells the worker its
 // client (inlet-client, RPC_CLIENT to an exec worker), which a caller's
-// own Inlet-Client header cannot forge.
+// own Inlet-Client header cannot forge; credentials sent as k= in the
+// query are not forwarded with the query.
 func TestRPCAuth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a worker; skipped with -short")
@@ -29,6 +30,7 @@ func TestRPCAuth(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.RPC.Services = []string{"who"}
 	cfg.RPC.TopicPrefix = prefix
+	cfg.RPC.ForwardQuery = true
 	cfg.Auth.ClientsFile = filepath.Join(t.TempDir(), "clients.json")
 	cfg.Auth.HTTP = true
 	secret := addClient(t, cfg.Auth.ClientsFile, auth.Client{ID: "app"})
@@ -37,7 +39,7 @@ func TestRPCAuth(t *testing.T) {
 	// The worker answers with what it was told of the caller, and counts
 	// the calls that reached it.
 	calls := filepath.Join(t.TempDir(), "calls")
-	startWorker(t, brokers, prefix+"who", "who", "--exec", `echo x >> `+calls+`; printf '%s' "$RPC_CLIENT"`)
+	startWorker(t, brokers, prefix+"who", "who", "--exec", `echo x >> `+calls+`; printf '%s %s' "$RPC_CLIENT" "$RPC_QUERY"`)
 	url := "http://" + g.Addr() + "/v1/rpc/who"
 	bearer := "Bearer " + secret
 
@@ -45,7 +47,7 @@ func TestRPCAuth(t *testing.T) {
 	for {
 		code, body, _ := call(t, http.DefaultClient, url, []byte("ping"), "Inlet-Timeout", "1s", "Authorization", bearer, "Inlet-Client", "admin")
 		if code == 200 {
-			if string(body) != "app" {
+			if string(body) != "app " {
 				t.Fatalf("the worker was told the caller is %q, want app (the caller's own Inlet-Client header said admin)", body)
 			}
 			break
@@ -85,8 +87,14 @@ func TestRPCAuth(t *testing.T) {
 			t.Errorf("%s: %s, want %d with %s", tt.name, resp, tt.want, tt.header)
 		}
 	}
-	code, body, _ := call(t, http.DefaultClient, url, []byte("hi"), "Authorization", "Bearer "+slow)
-	if code != 200 || string(body) != "slow" {
+	// Credentials in the query are not forwarded with it.
+	code, body, _ := call(t, http.DefaultClient, url+"?a=1&k="+secret+"&b=2", []byte("hi"))
+	if code != 200 || string(body) != "app a=1&b=2" {
+		t.Fatalf("call with k= in the query: %d %q, want the client app and the query without k", code, body)
+	}
+	before++
+	code, body, _ = call(t, http.DefaultClient, url, []byte("hi"), "Authorization", "Bearer "+slow)
+	if code != 200 || string(body) != "slow " {
 		t.Fatalf("first call of client slow: %d %q", code, body)
 	}
 	if resp := testkit.Do(t, "POST", url, []byte("hi"), "Authorization", "Bearer "+slow); resp.Status != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
