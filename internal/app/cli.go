@@ -165,13 +165,17 @@ func (c *logConfig) logger(w io.Writer) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var log *slog.Logger
 	switch c.format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		log = slog.New(slog.NewTextHandler(w, opts))
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		log = slog.New(slog.NewJSONHandler(w, opts))
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", c.format)
 	}
-	return nil, fmt.Errorf("--log-format %q: want text or json", c.format)
+	logRedisTo(log) // go-redis logs through a global logger of its own
+	return log, nil
 }
 
 // DefaultEnv is the real process environment.
