@@ -157,7 +157,7 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cc, _ := Codec(cfg.Compression)
+	compression, _ := BatchCompression(cfg.Compression) // checked by Validate
 	secOpts, err := cfg.SecurityOpts(log)
 	if err != nil {
 		return nil, err
@@ -179,7 +179,7 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence is on by default with acks=all
-		kgo.ProducerBatchCompression(cc),
+		compression,
 		kgo.ProducerLinger(cfg.Linger),
 		kgo.MaxBufferedBytes(cfg.MaxBufferedBytes),
 		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
