@@ -315,14 +315,17 @@ func (a *Authenticator) Client(id string) (Client, bool) {
 // token. Errors wrap ErrMissing, ErrUnknownClient, ErrBadSecret,
 // ErrExpired, ErrTampered or ErrWrongClient, and never contain the token.
 func (a *Authenticator) Authenticate(clientID, token string) (Principal, error) {
-	p, err := a.authenticate(clientID, token)
+	p, err := a.authenticate(clientID, token, true)
 	if err != nil {
 		a.m.fail(err)
 	}
 	return p, err
 }
 
-func (a *Authenticator) authenticate(clientID, token string) (Principal, error) {
+// authenticate is Authenticate; with mint false, a secret gets no session
+// token (an HTTP request has no way to hand one back, and minting is an
+// HMAC per request).
+func (a *Authenticator) authenticate(clientID, token string, mint bool) (Principal, error) {
 	if token == "" {
 		return Principal{}, fmt.Errorf("%w: give the client's secret or a session token", ErrMissing)
 	}
@@ -345,6 +348,9 @@ func (a *Authenticator) authenticate(clientID, token string) (Principal, error) 
 		if subtle.ConstantTimeCompare(h[:], e.hash[:]) != 1 {
 			return Principal{}, fmt.Errorf("%w for client %q", ErrBadSecret, e.client.ID)
 		}
+	}
+	if !mint {
+		return Principal{Client: e.client}, nil
 	}
 	exp := a.cfg.Now().Add(a.cfg.TokenTTL).Truncate(time.Second)
 	tok, err := mintToken(*a.key.Load(), e.client.ID, e.fp, exp)
@@ -429,7 +435,8 @@ func (t *tokenCache) add(key *[]byte, token string, c claims) {
 //	               base64(<token>:) with an empty password works too)
 //	?k=<token>     (pixels and sendBeacon, which cannot set headers)
 //
-// where token is a secret or a session token. No credentials: ErrMissing;
+// where token is a secret or a session token. A secret gets no new session
+// token (Principal.Session is empty). No credentials: ErrMissing;
 // a malformed Authorization header: ErrMissing with what is wrong.
 func (a *Authenticator) FromHTTP(r *http.Request) (Principal, error) {
 	p, err := a.fromHTTP(r)
@@ -448,13 +455,13 @@ func (a *Authenticator) fromHTTP(r *http.Request) (Principal, error) {
 			if cred == "" {
 				return Principal{}, fmt.Errorf("%w: empty Bearer token in the Authorization header", ErrMissing)
 			}
-			return a.authenticate("", cred)
+			return a.authenticate("", cred, false)
 		case strings.EqualFold(scheme, "Basic"):
 			id, tok, err := parseBasic(cred)
 			if err != nil {
 				return Principal{}, err
 			}
-			return a.authenticate(id, tok)
+			return a.authenticate(id, tok, false)
 		default:
 			if len(scheme) > 16 || strings.ContainsFunc(scheme, func(r rune) bool { return r < 0x21 || r > 0x7e }) {
 				return Principal{}, fmt.Errorf("%w: malformed Authorization header: want Bearer TOKEN or Basic CREDENTIALS", ErrMissing)
@@ -463,7 +470,7 @@ func (a *Authenticator) fromHTTP(r *http.Request) (Principal, error) {
 		}
 	}
 	if k := r.URL.Query().Get("k"); k != "" {
-		return a.authenticate("", k)
+		return a.authenticate("", k, false)
 	}
 	return Principal{}, fmt.Errorf("%w: send Authorization: Bearer <secret or session token>, Basic with the client id as user, or k=<token> in the query", ErrMissing)
 }

@@ -261,6 +261,10 @@ func TestFromHTTP(t *testing.T) {
 				if err != nil || p.Client.ID != "a" {
 					t.Fatalf("%+v, %v: want client a", p, err)
 				}
+				// HTTP cannot hand a session token back: none is minted.
+				if !strings.Contains(c.name, "session") && p.Session != "" {
+					t.Errorf("a session token was minted for an HTTP request: %+v", p)
+				}
 				return
 			}
 			if !errors.Is(err, c.want) || HTTPStatus(err) != 401 {
