@@ -45,8 +45,10 @@ func ParseCatalogServe(args []string, env Env) (CatalogServeConfig, *logConfig, 
 		ShutdownTimeout: 10 * time.Second,
 	}
 	fs := newFlags("catalog serve", env)
-	cfg.Catalog.RegisterFlags(fs)
-	cfg.Auth.RegisterFlags(fs)
+	// --catalog and --auth turn the catalog and credentials on for HTTP
+	// ingest, which catalog serve has not: both are always on here.
+	registerExcept(fs, cfg.Catalog.RegisterFlags, "catalog")
+	registerExcept(fs, cfg.Auth.RegisterFlags, "auth")
 	cfg.RPC.RegisterFlags(fs)
 	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis `host:port` of the shared catalog (several instances on one Redis assign each event type one code)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the embedded catalog (<data-dir>/catalog.db), used when there is no --redis")

@@ -24,6 +24,7 @@ import (
 	"github.com/inlet-dev/inlet/api/gen/pb/inf"
 	thriftinf "github.com/inlet-dev/inlet/api/gen/thrift/inf"
 	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/catalog"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
@@ -270,6 +271,27 @@ func TestCatalogServeTwoInstancesOneRedis(t *testing.T) {
 	for i, in := range insts {
 		if code := in.p.Wait(t, 20*time.Second); code != 0 {
 			t.Errorf("instance %d exited %d after SIGTERM; its log:\n%s", i, code, in.p.Logs)
+		}
+	}
+}
+
+// TestCatalogServeFlags: catalog serve takes the catalog's and the
+// credentials' flags, but not --catalog and --auth, which turn them on for
+// HTTP ingest and would do nothing here.
+func TestCatalogServeFlags(t *testing.T) {
+	cfg, _, err := ParseCatalogServe([]string{"--clients", "c.json", "--catalog-mode", "block", "--auth-token-ttl", "1m", "--grpc-listen", "127.0.0.1:0"}, quietEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Auth.ClientsFile != "c.json" || cfg.Catalog.Mode != catalog.ModeBlock || cfg.Auth.TokenTTL != time.Minute {
+		t.Errorf("parsed %+v", cfg)
+	}
+	for _, f := range []string{"--catalog", "--auth"} {
+		var stderr bytes.Buffer
+		env := quietEnv
+		env.Stderr = &stderr
+		if _, _, err := ParseCatalogServe([]string{"--clients", "c.json", f}, env); err == nil || !strings.Contains(stderr.String(), "flag provided but not defined: "+f[1:]) {
+			t.Errorf("%s: %v (%q), want the flag refused as not defined", f, err, stderr.String())
 		}
 	}
 }

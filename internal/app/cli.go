@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 )
 
@@ -113,6 +114,19 @@ func newFlags(name string, env Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("inlet "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	return fs
+}
+
+// registerExcept adds to fs the flags register defines, but for those
+// named in except: a command leaves out flags of a shared config that do
+// nothing in it.
+func registerExcept(fs *flag.FlagSet, register func(*flag.FlagSet), except ...string) {
+	all := flag.NewFlagSet("", flag.ContinueOnError)
+	register(all)
+	all.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(except, f.Name) {
+			fs.Var(f.Value, f.Name, f.Usage)
+		}
+	})
 }
 
 // parseFlags applies INLET_* environment variables, then args, so that
