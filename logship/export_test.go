@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // PipeSink is a Sink that pipelines, as KafkaSink does, for the tests:
@@ -62,6 +66,8 @@ func (p *PipeSink) send(ctx context.Context, recs [][]byte, done func(error)) {
 
 func (p *PipeSink) buffered() int { return 1 << 20 }
 
+func (p *PipeSink) resume() {}
+
 func (p *PipeSink) Write(ctx context.Context, recs [][]byte) error {
 	errc := make(chan error, 1)
 	p.send(ctx, recs, func(err error) { errc <- err })
@@ -111,3 +117,109 @@ func (p *PipeSink) Got() [][]byte {
 
 // MaxFlights is the most batches a handler keeps in flight to a sink that pipelines.
 const MaxFlights = maxFlights
+
+// FakeProducer stands in for franz-go behind a KafkaSink (NewFakeKafkaSink):
+// Produce buffers records, and Answer answers them in order, as Kafka and
+// franz-go would: in batches of BatchRecords; a batch that holds a record
+// over MaxBytes is refused as too large, and franz-go then fails it and
+// every record buffered after it (its failAllRecords).
+type FakeProducer struct {
+	MaxBytes     int // of one record; 0: no limit
+	BatchRecords int // records per batch (default 8)
+
+	mu       sync.Mutex
+	buf      []fakeRec
+	produced [][]byte // every record handed over, in order
+	landed   [][]byte
+}
+
+type fakeRec struct {
+	r       *kgo.Record
+	promise func(*kgo.Record, error)
+}
+
+// NewFakeKafkaSink returns a KafkaSink producing to p, whose topic's
+// max.message.bytes is maxBytes (0: Kafka's default).
+func NewFakeKafkaSink(p *FakeProducer, maxBytes int) *KafkaSink {
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxMessageBytes
+	}
+	return newKafkaSink(p, "fake", nil, maxBytes)
+}
+
+func (p *FakeProducer) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.produced = append(p.produced, bytes.Clone(r.Value))
+	p.buf = append(p.buf, fakeRec{r, promise})
+}
+
+func (p *FakeProducer) Flush(context.Context) error { return nil }
+func (p *FakeProducer) Close()                      {}
+
+// Answer answers the records buffered now, in order, and returns how many.
+func (p *FakeProducer) Answer() int {
+	p.mu.Lock()
+	recs := p.buf
+	p.buf = nil
+	per := p.BatchRecords
+	if per <= 0 {
+		per = 8
+	}
+	var (
+		answers []error
+		failed  error
+	)
+	for i := range recs {
+		if i%per == 0 && failed == nil {
+			for _, fr := range recs[i:min(i+per, len(recs))] {
+				if p.MaxBytes > 0 && len(fr.r.Value) > p.MaxBytes {
+					failed = fmt.Errorf("%w (uncompressed_bytes=%d)", kerr.MessageTooLarge, len(fr.r.Value))
+				}
+			}
+		}
+		if failed == nil {
+			p.landed = append(p.landed, bytes.Clone(recs[i].r.Value))
+		}
+		answers = append(answers, failed)
+	}
+	p.mu.Unlock()
+	for i, fr := range recs { // serially, in order, as franz-go's promises
+		fr.promise(fr.r, answers[i])
+	}
+	return len(recs)
+}
+
+// Fail fails every record buffered now with err, as franz-go does when
+// Kafka refuses a batch for good.
+func (p *FakeProducer) Fail(err error) int {
+	p.mu.Lock()
+	recs := p.buf
+	p.buf = nil
+	p.mu.Unlock()
+	for _, fr := range recs {
+		fr.promise(fr.r, err)
+	}
+	return len(recs)
+}
+
+// Buffered is how many records wait for an answer.
+func (p *FakeProducer) Buffered() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.buf)
+}
+
+// Landed is the records Kafka holds, in order.
+func (p *FakeProducer) Landed() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][]byte(nil), p.landed...)
+}
+
+// Produced is every record handed to the producer, in order.
+func (p *FakeProducer) Produced() [][]byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([][]byte(nil), p.produced...)
+}

@@ -22,6 +22,7 @@ const (
 	DropSpillFull = "spill_full" // the spill file was at MaxSpillBytes
 	DropQueueFull = "queue_full" // the queue was full and there is no SpillDir
 	DropRejected  = "rejected"   // the sink refused it for good
+	DropTooLarge  = "too_large"  // Kafka refused it for good: alone, over the topic's max.message.bytes
 	DropClosed    = "closed"     // handled after Close, or left when Close's context was done without a SpillDir
 	DropSpillIO   = "spill_io"   // the spill file could not be written
 )
@@ -80,12 +81,20 @@ type shipper struct {
 	runDone   chan struct{}
 	syncer    chan struct{}
 	once      sync.Once
-	lastErr   atomic.Value // error
+	lastErr   errValue
 
 	handled, sent, spilled, replayed, retried atomic.Int64
 	dropped                                   sync.Map // reason → *atomic.Int64
 	droppedSinceReport                        atomic.Int64
 }
+
+// errValue keeps the last error. atomic.Value alone panics when errors of
+// two concrete types are stored in turn.
+type errValue struct{ v atomic.Value }
+
+type errBox struct{ err error }
+
+func (e *errValue) Store(err error) { e.v.Store(errBox{err}) }
 
 // flight is a batch handed to the sink and not yet settled.
 type flight struct {
@@ -94,6 +103,10 @@ type flight struct {
 	end    int64 // with replay: the spill file's offset after its last record
 	err    error // the sink's answer, set before the flight is sent on acks
 	done   bool  // answered; the run goroutine's own
+	// isolate: Kafka refused a batch holding these records as too large;
+	// they are sent again one at a time, with nothing else in flight, so
+	// that only a record too large alone is dropped.
+	isolate bool
 }
 
 // pipeliner is a Sink that takes the next batch while earlier ones are in
@@ -108,6 +121,10 @@ type pipeliner interface {
 	send(ctx context.Context, records [][]byte, done func(error))
 	// buffered is how many records the sink holds without send waiting.
 	buffered() int
+	// resume is called, with nothing in flight, before the batches that
+	// failed are sent again: a sink may refuse (fail at once) every send
+	// after a failure until then, so that none lands ahead of the resend.
+	resume()
 }
 
 // oneAtATime pipelines a plain Sink: send waits for Write.
@@ -118,6 +135,8 @@ func (s oneAtATime) send(ctx context.Context, records [][]byte, done func(error)
 }
 
 func (s oneAtATime) buffered() int { return 0 }
+
+func (s oneAtATime) resume() {}
 
 const (
 	spillName = "logship.spill"
@@ -428,6 +447,11 @@ func (s *shipper) run() {
 	send := func(f *flight) {
 		f.err, f.done = nil, false
 		window = append(window, f)
+		if f.isolate {
+			f.err = s.writeEach(f.recs)
+			s.acks <- f // never waits: room for every flight
+			return
+		}
 		// A sink that pipelines (KafkaSink) is not timed out per batch:
 		// franz-go fails a record whose context ends, and a batch sent
 		// after it, before the handler heard of the failure, could then
@@ -463,6 +487,14 @@ func (s *shipper) run() {
 				if s.file != nil {
 					s.spilling.Store(true) // the sink is down: keep new records on disk, not in memory
 				}
+				// Refused as too large: sent again one record at a
+				// time. The batch Kafka refused (franz-go's, which may
+				// span several of ours; franz-go then fails all it
+				// buffered) need not hold a record too large alone, but
+				// tried again whole it could fail again, for ever.
+				if errors.Is(f.err, errTooLarge) {
+					f.isolate = true
+				}
 				// Ahead of those of redo not sent again yet: these were
 				// sent before them.
 				failing = true
@@ -472,7 +504,11 @@ func (s *shipper) run() {
 			}
 			n := int64(len(f.recs))
 			if rej != nil {
-				s.drop(DropRejected, int64(rej.N))
+				reason := DropRejected
+				if errors.Is(rej.Err, errTooLarge) {
+					reason = DropTooLarge
+				}
+				s.drop(reason, int64(rej.N))
 				s.lastErr.Store(f.err)
 				n -= int64(rej.N)
 			}
@@ -520,9 +556,18 @@ func (s *shipper) run() {
 			t.Stop()
 			backoff = min(2*backoff, 5*time.Second)
 			failing, failed = false, 0
+			s.pl.resume()
 			continue
 		}
 		if len(redo) > 0 {
+			if redo[0].isolate && len(window) > 0 {
+				select { // it goes alone
+				case f := <-s.acks:
+					settle(f)
+				case <-abort:
+				}
+				continue
+			}
 			f := redo[0]
 			redo[0] = nil
 			redo = redo[1:]
@@ -574,6 +619,37 @@ func (s *shipper) run() {
 		}
 		idle.Stop()
 	}
+}
+
+// writeEach writes records one at a time, and reports those the sink
+// refused alone as too large as rejected. It returns at the first other
+// failure: the records are all sent again (the first ones twice).
+func (s *shipper) writeEach(recs [][]byte) error {
+	var (
+		rejected int
+		first    error
+	)
+	for _, r := range recs {
+		err := s.sink.Write(s.runCtx, [][]byte{r})
+		var rej *RejectedError
+		switch {
+		case err == nil:
+			continue
+		case errors.As(err, &rej):
+			rejected += rej.N
+		case errors.Is(err, errTooLarge):
+			rejected++ // alone: for good
+		default:
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if rejected > 0 {
+		return &RejectedError{N: rejected, Err: first}
+	}
+	return nil
 }
 
 // fill adds queued records to batch once the queue holds a batch, Linger

@@ -88,6 +88,14 @@ type KafkaConfig struct {
 	// partition 0, so that the records of a handler stay in order; with
 	// one, records go to the key's partition (in order too).
 	Key []byte
+	// MaxMessageBytes is the topic's max.message.bytes (default Kafka's
+	// 1000012). franz-go makes no batch larger, and a record larger is
+	// refused at once, dropped as DropTooLarge, without failing the
+	// records around it. Set it when the topic's limit is lower: a batch
+	// Kafka refuses as too large fails every record buffered with it, and
+	// costs a resend of the batch one record at a time (which finds the
+	// record that alone is too large).
+	MaxMessageBytes int32
 	// Opts are more franz-go options (TLS, SASL, compression ...).
 	Opts []kgo.Opt
 }
@@ -96,18 +104,54 @@ type KafkaConfig struct {
 // producer (acks=all). A Handler keeps several batches in flight to it
 // (franz-go batches and compresses them as it sends), in order: one
 // partition, and a failed batch fails those after it too.
+//
+// Once a record failed, the sink refuses every batch handed to it (fails
+// it at once, without producing it) until the handler, having heard of
+// every batch in flight, begins sending again with the failed one
+// (resume): a batch handed over meanwhile would land ahead of it.
 type KafkaSink struct {
-	cl    *kgo.Client
-	topic string
-	key   []byte
+	p        producer
+	topic    string
+	key      []byte
+	maxBytes int
+
+	fails   atomic.Uint64 // records failed (not refused for good) so far, counted by promises
+	resumed atomic.Uint64 // fails when the handler last began sending again
 }
 
-var _ pipeliner = (*KafkaSink)(nil)
+// producer is what a KafkaSink needs of franz-go's client; the tests fake it.
+type producer interface {
+	Produce(ctx context.Context, r *kgo.Record, promise func(*kgo.Record, error))
+	Flush(ctx context.Context) error
+	Close()
+}
+
+var (
+	_ pipeliner = (*KafkaSink)(nil)
+	_ producer  = (*kgo.Client)(nil)
+)
+
+// errTooLarge marks a write Kafka refused as too large: a record over
+// MaxMessageBytes (refused for good), or a batch (franz-go then fails every
+// record buffered with it; the handler sends them again one at a time).
+var errTooLarge = errors.New("too large for the topic")
+
+// errEarlierFailed is the answer to a batch the sink refused because an
+// earlier one failed and the handler has not resumed since.
+var errEarlierFailed = errors.New("logship: an earlier batch failed; sent again after it")
+
+// defaultMaxMessageBytes is Kafka's default max.message.bytes (franz-go's
+// default ProducerBatchMaxBytes).
+const defaultMaxMessageBytes = 1000012
 
 // NewKafkaSink returns a sink producing to cfg.Topic; Close closes its client.
 func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
 		return nil, errors.New("logship: kafka sink needs brokers and a topic")
+	}
+	maxBytes := cfg.MaxMessageBytes
+	if maxBytes <= 0 {
+		maxBytes = defaultMaxMessageBytes
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -119,6 +163,7 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 		// Bounds what franz-go holds; the handler keeps fewer records
 		// than this in flight, so that a send never waits for room.
 		kgo.MaxBufferedRecords(kafkaBuffered),
+		kgo.ProducerBatchMaxBytes(max(maxBytes, 512)), // franz-go's least
 		kgo.AllowAutoTopicCreation(),
 		kgo.ClientID("inlet-logship"),
 	}
@@ -129,7 +174,11 @@ func NewKafkaSink(cfg KafkaConfig) (*KafkaSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logship: creating kafka client: %w", err)
 	}
-	return &KafkaSink{cl: cl, topic: cfg.Topic, key: cfg.Key}, nil
+	return newKafkaSink(cl, cfg.Topic, cfg.Key, int(maxBytes)), nil
+}
+
+func newKafkaSink(p producer, topic string, key []byte, maxBytes int) *KafkaSink {
+	return &KafkaSink{p: p, topic: topic, key: key, maxBytes: maxBytes}
 }
 
 // kafkaBuffered is franz-go's MaxBufferedRecords for a KafkaSink.
@@ -137,11 +186,22 @@ const kafkaBuffered = 64 << 10
 
 func (s *KafkaSink) buffered() int { return kafkaBuffered }
 
-// Write produces records and waits for their acknowledgement.
+// resume lets batches through again after a failure: the handler calls it
+// with nothing in flight, before sending the failed batch again.
+func (s *KafkaSink) resume() { s.resumed.Store(s.fails.Load()) }
+
+// Write produces records and waits for their acknowledgement, or for ctx
+// (then some may still land). It is not for use while sends are in flight.
 func (s *KafkaSink) Write(ctx context.Context, records [][]byte) error {
+	s.resume() // the caller heard of every earlier write
 	errc := make(chan error, 1)
 	s.send(ctx, records, func(err error) { errc <- err })
-	return <-errc
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("logship: producing to %s: %w", s.topic, ctx.Err())
+	}
 }
 
 // send produces records without waiting for Kafka; done gets nil once all
@@ -153,7 +213,11 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 		done(nil)
 		return
 	}
-	b := &kafkaBatch{topic: s.topic, done: done}
+	if s.fails.Load() != s.resumed.Load() {
+		done(errEarlierFailed)
+		return
+	}
+	b := &kafkaBatch{sink: s, done: done}
 	b.left.Store(int32(len(records)))
 	if p, ok := recordsPool.Get().(*[]kgo.Record); ok && cap(*p) >= len(records) {
 		b.recs = (*p)[:len(records)]
@@ -165,9 +229,27 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 	}
 	promise := b.promise // one method value, not one a record
 	for i := range b.recs {
-		s.cl.Produce(ctx, &b.recs[i], promise)
+		r := &b.recs[i]
+		switch {
+		case len(r.Key)+len(r.Value) > s.maxBytes:
+			promise(r, &tooLargeRecord{size: len(r.Key) + len(r.Value), max: s.maxBytes})
+		case s.fails.Load() != s.resumed.Load():
+			// An earlier record failed while this batch was being
+			// handed over: the rest would land ahead of its resend.
+			promise(r, errEarlierFailed)
+		default:
+			s.p.Produce(ctx, r, promise)
+		}
 	}
 }
+
+// tooLargeRecord is a record over MaxMessageBytes, refused before franz-go.
+type tooLargeRecord struct{ size, max int }
+
+func (e *tooLargeRecord) Error() string {
+	return fmt.Sprintf("a record of %d bytes is over max.message.bytes %d", e.size, e.max)
+}
+func (e *tooLargeRecord) Unwrap() error { return errTooLarge }
 
 // recordsPool keeps the kgo.Records of answered sends: franz-go is done
 // with a record once its promise was called.
@@ -175,7 +257,7 @@ var recordsPool sync.Pool
 
 // kafkaBatch gathers the answers of one send's records.
 type kafkaBatch struct {
-	topic    string
+	sink     *KafkaSink
 	done     func(error)
 	recs     []kgo.Record
 	left     atomic.Int32
@@ -187,15 +269,29 @@ type kafkaBatch struct {
 
 func (b *kafkaBatch) promise(_ *kgo.Record, err error) {
 	if err != nil {
+		var tl *tooLargeRecord
 		b.mu.Lock()
 		switch {
-		case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		case errors.As(err, &tl):
 			b.rejected++
 			if b.tooLarge == nil {
 				b.tooLarge = err
 			}
-		case b.first == nil:
-			b.first = err
+		case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+			// Kafka refused the batch franz-go made, which may hold
+			// records of other sends; franz-go failed every record it
+			// buffered with it. Not a verdict on this record alone.
+			b.sink.fails.Add(1)
+			if b.first == nil {
+				b.first = fmt.Errorf("%w: %w", errTooLarge, err)
+			}
+		default:
+			if !errors.Is(err, errEarlierFailed) {
+				b.sink.fails.Add(1)
+			}
+			if b.first == nil {
+				b.first = err
+			}
 		}
 		b.mu.Unlock()
 	}
@@ -206,7 +302,7 @@ func (b *kafkaBatch) promise(_ *kgo.Record, err error) {
 	var res error
 	switch {
 	case b.first != nil:
-		res = fmt.Errorf("logship: producing to %s: %w", b.topic, b.first)
+		res = fmt.Errorf("logship: producing to %s: %w", b.sink.topic, b.first)
 	case b.rejected > 0:
 		res = &RejectedError{N: b.rejected, Err: b.tooLarge}
 	}
@@ -220,7 +316,7 @@ func (b *kafkaBatch) promise(_ *kgo.Record, err error) {
 
 // Close waits for what is in flight, within ctx, and closes the client.
 func (s *KafkaSink) Close(ctx context.Context) error {
-	err := s.cl.Flush(ctx)
-	s.cl.Close()
+	err := s.p.Flush(ctx)
+	s.p.Close()
 	return err
 }
