@@ -190,6 +190,23 @@ func (s *KafkaSink) buffered() int { return kafkaBuffered }
 // with nothing in flight, before sending the failed batch again.
 func (s *KafkaSink) resume() { s.resumed.Store(s.fails.Load()) }
 
+// Send hands records to franz-go and returns without waiting for Kafka
+// (it waits only while franz-go's buffer of 64Ki records is full, until
+// ctx is done), for a caller that keeps several batches in flight, as a
+// Handler does. done is called once, with what Write would have returned,
+// serially and in the order of the Sends; it must not block. Records
+// whose ctx ends before they are written fail, so give in-flight batches
+// no per-batch deadline. After a record failed, every later Send fails at
+// once, unproduced, until Resume: wait for every Send in flight, call
+// Resume, and send the failed batch and those after it again, in order.
+// records are the sink's until done is called. Not safe for concurrent use.
+func (s *KafkaSink) Send(ctx context.Context, records [][]byte, done func(error)) {
+	s.send(ctx, records, done)
+}
+
+// Resume lets Sends through again after a failure; call it with nothing in flight.
+func (s *KafkaSink) Resume() { s.resume() }
+
 // Write produces records and waits for their acknowledgement, or for ctx
 // (then some may still land). It is not for use while sends are in flight.
 func (s *KafkaSink) Write(ctx context.Context, records [][]byte) error {

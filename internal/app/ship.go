@@ -49,6 +49,7 @@ type ShipConfig struct {
 	// Security is TLS and SASL to the brokers (without Target).
 	Security kafka.Security
 	log      logConfig
+	testPipe shipPipe // the tests' fault seam: sent to instead of a sink
 }
 
 // Validate reports the first invalid setting.
@@ -93,7 +94,7 @@ func ParseShip(args []string, env Env) (ShipConfig, error) {
 	fs.DurationVar(&cfg.Poll, "poll", cfg.Poll, "how often a followed file is checked for new lines, rotation and truncation")
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "most lines per batch")
 	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "how long the first line of a batch waits for more")
-	fs.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "how long one attempt to send a batch may take; failed attempts are retried")
+	fs.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "with --target: how long one attempt to send a batch may take; failed attempts are retried (to Kafka, batches in flight have no deadline: franz-go retries them, in order)")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "on SIGINT/SIGTERM, how long the lines read may take to be acknowledged")
 	fs.StringVar(&cfg.BearerToken, "token", "", "with --target: send Authorization: Bearer `TOKEN`")
 	cfg.Security.RegisterFlags(fs)
@@ -134,26 +135,63 @@ func runShip(ctx context.Context, args []string, env Env) error {
 	return Ship(ctx, cfg, stdin, log)
 }
 
-// shipSink is what Ship delivers to; logship's sinks are the two.
-type shipSink = logship.Sink
+// shipPipe is what Ship sends batches to: several in flight at a time,
+// answered in order (logship.KafkaSink's Send and Resume, which document
+// the contract), or one at a time (oneBatch).
+type shipPipe interface {
+	Send(ctx context.Context, records [][]byte, done func(error))
+	Resume()
+	Close(ctx context.Context) error
+}
 
-func (c ShipConfig) sink(log *slog.Logger) (shipSink, error) {
+var _ shipPipe = (*logship.KafkaSink)(nil)
+
+// oneBatch makes a shipPipe of a logship.Sink: Send waits for Write, each
+// with its own timeout.
+type oneBatch struct {
+	logship.Sink
+	timeout time.Duration
+}
+
+func (o oneBatch) Send(ctx context.Context, records [][]byte, done func(error)) {
+	wctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	done(o.Write(wctx, records))
+}
+
+func (oneBatch) Resume() {}
+
+// shipFlights is how many batches Ship keeps in flight to Kafka: enough to
+// cover the round trips, and within what a KafkaSink buffers.
+const shipFlights = 8
+
+// pipe returns where Ship sends, and how many batches it may keep in flight.
+func (c ShipConfig) pipe(log *slog.Logger) (shipPipe, int, error) {
+	if c.testPipe != nil {
+		return c.testPipe, shipFlights, nil
+	}
 	if c.Target != "" {
-		opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: c.SendTimeout})}
-		if c.BearerToken != "" {
-			opts = append(opts, client.WithBearer(c.BearerToken))
-		}
-		cl, err := client.New(c.Target, opts...)
-		if err != nil {
-			return nil, err
-		}
-		return logship.NewInletSink(cl), nil
+		s, err := c.inletSink()
+		return oneBatch{s, c.SendTimeout}, 1, err
 	}
 	sec, err := c.Security.Opts(log)
 	if err != nil {
+		return nil, 0, err
+	}
+	s, err := logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic, Opts: sec})
+	return s, shipFlights, err
+}
+
+func (c ShipConfig) inletSink() (logship.Sink, error) {
+	opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: c.SendTimeout})}
+	if c.BearerToken != "" {
+		opts = append(opts, client.WithBearer(c.BearerToken))
+	}
+	cl, err := client.New(c.Target, opts...)
+	if err != nil {
 		return nil, err
 	}
-	return logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic, Opts: sec})
+	return logship.NewInletSink(cl), nil
 }
 
 // shipLine is one line read, encoded as an event, with the position after
@@ -170,14 +208,14 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	sink, err := cfg.sink(log)
+	pipe, maxFlights, err := cfg.pipe(log)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
 		defer cancel()
-		sink.Close(cctx)
+		pipe.Close(cctx)
 	}()
 	enc := newLineEncoder(cfg)
 	lines := make(chan shipLine, 4*cfg.BatchSize)
@@ -202,49 +240,119 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 		batch                 []shipLine
 		readDone              bool
 		linger                = time.NewTimer(time.Hour)
+		// window is the batches in flight, in the order sent. They are
+		// retired from its head only, so the checkpoint never passes a
+		// batch not acknowledged, whatever order the answers come in.
+		window  []*shipFlight
+		acks    = make(chan *shipFlight, maxFlights) // room for every flight: a done never waits
+		backoff = 100 * time.Millisecond
 	)
 	linger.Stop()
+	launch := func(sendCtx context.Context, f *shipFlight) {
+		f.err, f.done = nil, false
+		window = append(window, f)
+		pipe.Send(sendCtx, f.recs, func(err error) {
+			f.err = err
+			acks <- f
+		})
+	}
+	// answer takes one answer; false if sendCtx ended first.
+	answer := func(sendCtx context.Context) bool {
+		select {
+		case f := <-acks:
+			f.done = true
+			return true
+		case <-sendCtx.Done():
+			return false
+		}
+	}
+	// retire settles the answered batches at the head of the window. When
+	// one failed, it waits for the rest of the window, and after a backoff
+	// sends them all again, in order (those that landed too: duplicates,
+	// so that none lands ahead of the failed one's second copy). It
+	// returns false if sendCtx ended first.
+	retire := func(sendCtx context.Context) bool {
+		for len(window) > 0 && window[0].done {
+			f := window[0]
+			var rej *logship.RejectedError
+			if f.err != nil && !errors.As(f.err, &rej) {
+				for _, g := range window {
+					for !g.done {
+						if !answer(sendCtx) {
+							return false
+						}
+					}
+				}
+				log.Warn("ship: sending a batch failed; retrying", "lines", len(f.lines), "batches", len(window), "err", f.err, "backoff", backoff)
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-sendCtx.Done():
+					t.Stop()
+					return false
+				}
+				backoff = min(2*backoff, 5*time.Second)
+				pipe.Resume()
+				again := window
+				window = nil
+				for _, g := range again {
+					launch(sendCtx, g)
+				}
+				continue
+			}
+			n := int64(len(f.lines))
+			if rej != nil {
+				rejected += int64(rej.N)
+				log.Warn("ship: lines rejected", "count", rej.N, "err", rej.Err)
+				n -= int64(rej.N)
+			}
+			acked += n
+			if cp != nil {
+				if err := cp.save(f.lines[len(f.lines)-1].pos); err != nil {
+					log.Error("ship: saving the checkpoint", "err", err)
+				}
+			}
+			backoff = 100 * time.Millisecond
+			window[0] = nil
+			window = window[1:]
+		}
+		return true
+	}
+	// send puts the batch in flight once the window has room; false if
+	// sendCtx ended first.
 	send := func(sendCtx context.Context) bool {
 		if len(batch) == 0 {
 			return true
 		}
-		recs := make([][]byte, len(batch))
-		for i, l := range batch {
-			recs[i] = l.event
+		for len(window) >= maxFlights {
+			if !answer(sendCtx) || !retire(sendCtx) {
+				return false // the batch is kept: finish sends it
+			}
 		}
-		backoff := 100 * time.Millisecond
-		for {
-			wctx, cancel := context.WithTimeout(sendCtx, cfg.SendTimeout)
-			err := sink.Write(wctx, recs)
-			cancel()
-			var rej *logship.RejectedError
-			if errors.As(err, &rej) {
-				rejected += int64(rej.N)
-				log.Warn("ship: lines rejected", "count", rej.N, "err", rej.Err)
-				acked += int64(len(batch) - rej.N)
-				err = nil
-			} else if err == nil {
-				acked += int64(len(batch))
-			}
-			if err == nil {
-				if cp != nil {
-					if err := cp.save(batch[len(batch)-1].pos); err != nil {
-						log.Error("ship: saving the checkpoint", "err", err)
-					}
-				}
-				batch = batch[:0]
-				return true
-			}
-			log.Warn("ship: sending a batch failed; retrying", "lines", len(batch), "err", err, "backoff", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-sendCtx.Done():
+		f := &shipFlight{lines: batch, recs: make([][]byte, len(batch))}
+		for i, l := range batch {
+			f.recs[i] = l.event
+		}
+		batch = nil
+		launch(sendCtx, f)
+		return true
+	}
+	// drain sends the batch and waits until every one was acknowledged;
+	// false if sendCtx ended first.
+	drain := func(sendCtx context.Context) bool {
+		if !send(sendCtx) {
+			return false
+		}
+		for len(window) > 0 {
+			if !answer(sendCtx) || !retire(sendCtx) {
 				return false
 			}
-			backoff = min(2*backoff, 5*time.Second)
 		}
+		return true
 	}
 	// finish sends what was read within StopTimeout after an interrupt.
+	// What was in flight was sent with ctx, now done: it fails, and is sent
+	// again with the new context.
 	finish := func() {
 		stopReading()
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
@@ -256,7 +364,7 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 				break
 			}
 		}
-		send(sctx)
+		drain(sctx)
 	}
 	for {
 		var lc <-chan shipLine = lines
@@ -273,7 +381,7 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 				if ctx.Err() != nil {
 					break
 				}
-				send(ctx)
+				drain(ctx)
 				return shipResult(read, acked, rejected)
 			}
 			read++
@@ -289,11 +397,23 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 		case <-linger.C:
 			send(ctx)
 			continue
+		case f := <-acks:
+			f.done = true
+			retire(ctx)
+			continue
 		case <-ctx.Done():
 		}
 		finish()
 		return shipResult(read, acked, rejected)
 	}
+}
+
+// shipFlight is a batch in flight.
+type shipFlight struct {
+	lines []shipLine
+	recs  [][]byte
+	err   error // the answer, set before the flight is sent on acks
+	done  bool  // answered; Ship's loop's own
 }
 
 func shipResult(read, acked, rejected int64) error {

@@ -1,0 +1,106 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/testkit"
+)
+
+// fakePipe is a shipPipe whose sends wait until the test answers them.
+type fakePipe struct {
+	mu      sync.Mutex
+	sends   []fakeSend
+	resumes int
+}
+
+type fakeSend struct {
+	lines int
+	done  func(error)
+}
+
+func (p *fakePipe) Send(_ context.Context, recs [][]byte, done func(error)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.sends = append(p.sends, fakeSend{len(recs), done})
+}
+
+func (p *fakePipe) Resume() {
+	p.mu.Lock()
+	p.resumes++
+	p.mu.Unlock()
+}
+
+func (p *fakePipe) Close(context.Context) error { return nil }
+
+func (p *fakePipe) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.sends)
+}
+
+// answer answers send i (in the order sent) with err.
+func (p *fakePipe) answer(i int, err error) {
+	p.mu.Lock()
+	done := p.sends[i].done
+	p.mu.Unlock()
+	done(err)
+}
+
+var errFakeDown = errors.New("fake pipe down")
+
+// TestShipCheckpointWithBatchesInFlight: `ship --file` keeps several
+// batches in flight, and its checkpoint moves only past batches
+// acknowledged in order: not when later batches are acknowledged before
+// an earlier one, nor when an earlier one fails (it and those after it are
+// sent again, in order).
+func TestShipCheckpointWithBatchesInFlight(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "app.log")
+	appendTo(t, path, lines(0, 50))
+	cfg := parseShip(t, "--file", path, "--batch-size", "10", "--brokers", "127.0.0.1:1", "--topic", "t")
+	p := &fakePipe{}
+	cfg.testPipe = p
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := make(chan error, 1)
+	go func() { res <- Ship(ctx, cfg, nil, testkit.Logger(t)) }()
+
+	pos := func() int64 { return readPos(t, cfg.Checkpoint).Offset }
+	after := func(n int) int64 { return int64(len(lines(0, n))) }
+	testkit.WaitFor(t, 10*time.Second, "the 5 batches in flight at once", func() bool { return p.count() == 5 })
+	for i := 1; i < 5; i++ {
+		p.answer(i, nil)
+	}
+	p.answer(0, errFakeDown)
+	// All 5 sent again, in order: Ship heard of the 4 acknowledged.
+	testkit.WaitFor(t, 10*time.Second, "the 5 batches sent again", func() bool { return p.count() == 10 })
+	if got := pos(); got != 0 {
+		t.Fatalf("checkpoint at %d after batch 0 failed, want none", got)
+	}
+	p.answer(5, nil) // batch 0 again
+	testkit.WaitFor(t, 10*time.Second, "the checkpoint after batch 0", func() bool { return pos() == after(10) })
+	for i := 7; i < 10; i++ {
+		p.answer(i, nil)
+	}
+	p.answer(6, errFakeDown) // batch 1, after batches 2-4 were acknowledged
+	testkit.WaitFor(t, 10*time.Second, "batches 1-4 sent again", func() bool { return p.count() == 14 })
+	if got := pos(); got != after(10) {
+		t.Fatalf("checkpoint at %d while batch 1 is not acknowledged, want %d", got, after(10))
+	}
+	for i := 10; i < 14; i++ {
+		p.answer(i, nil)
+	}
+	testkit.WaitFor(t, 10*time.Second, "the checkpoint at the end", func() bool { return pos() == after(50) })
+	cancel()
+	if err := <-res; err != nil {
+		t.Errorf("Ship: %v, want nil: every line acknowledged", err)
+	}
+	if p.resumes != 2 {
+		t.Errorf("%d resumes, want one per failure", p.resumes)
+	}
+}
