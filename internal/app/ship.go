@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -442,13 +443,18 @@ func drainLines(lines <-chan shipLine, done bool) func(func(shipLine) bool) {
 	}
 }
 
-// lineEncoder makes an event of a line.
+// lineEncoder makes an event of a line:
+//
+//	{"event":..,"id":..,"anon_id":..,"props":..,"context":{"host":..,"source":..}}
+//
+// written by hand (encoding/json took most of ship's CPU).
 type lineEncoder struct {
-	cfg    ShipConfig
-	run    string
-	seq    int64
-	source string
-	host   string
+	cfg  ShipConfig
+	run  string
+	seq  int64
+	head []byte // {"event":"...","id":
+	mid  []byte // ,"anon_id":"...","props":
+	tail []byte // ,"context":{"host":"...","source":"..."}}
 }
 
 func newLineEncoder(cfg ShipConfig) *lineEncoder {
@@ -458,40 +464,102 @@ func newLineEncoder(cfg ShipConfig) *lineEncoder {
 	if cfg.File != "" {
 		src, _ = filepath.Abs(cfg.File)
 	}
-	return &lineEncoder{cfg: cfg, run: id.String(), source: src, host: host}
-}
-
-type shipEvent struct {
-	Event   string            `json:"event"`
-	ID      string            `json:"id"`
-	AnonID  string            `json:"anon_id,omitempty"`
-	Props   json.RawMessage   `json:"props"`
-	Context map[string]string `json:"context"`
+	e := &lineEncoder{cfg: cfg, run: id.String()}
+	e.head = append(appendJSONString([]byte(`{"event":`), []byte(cfg.Event)), `,"id":`...)
+	if cfg.Key != "" {
+		e.mid = appendJSONString(append(e.mid, `,"anon_id":`...), []byte(cfg.Key))
+	}
+	e.mid = append(e.mid, `,"props":`...)
+	e.tail = appendJSONString([]byte(`,"context":{"host":`), []byte(host))
+	e.tail = append(appendJSONString(append(e.tail, `,"source":`...), []byte(src)), "}}"...)
+	return e
 }
 
 // encode makes the event of line; id, when empty, is <run>-<seq>.
 func (e *lineEncoder) encode(line []byte, id string) []byte {
+	b := make([]byte, 0, len(e.head)+len(e.mid)+len(e.tail)+len(line)+64)
+	b = append(b, e.head...)
 	if id == "" {
 		e.seq++
-		id = e.run + "-" + strconv.FormatInt(e.seq, 10)
+		b = append(append(append(b, '"'), e.run...), '-')
+		b = append(strconv.AppendInt(b, e.seq, 10), '"')
+	} else {
+		b = appendJSONString(b, []byte(id))
 	}
-	var props json.RawMessage
+	b = append(b, e.mid...)
+	props := false
 	switch e.cfg.Format {
 	case "json":
-		if t := strings.TrimSpace(string(line)); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
-			props = json.RawMessage(t)
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' {
+			buf := bytes.NewBuffer(b)
+			if json.Compact(buf, t) == nil { // it validates too; on an error buf is as it was
+				b, props = buf.Bytes(), true
+			}
 		}
 	case "logfmt":
 		if m := parseLogfmt(string(line)); len(m) > 0 {
-			props, _ = json.Marshal(m)
+			p, _ := json.Marshal(m)
+			b, props = append(b, p...), true
 		}
 	}
-	if props == nil {
-		props, _ = json.Marshal(map[string]string{"line": string(line)})
+	if !props {
+		b = append(appendJSONString(append(b, `{"line":`...), line), '}')
 	}
-	b, _ := json.Marshal(shipEvent{Event: e.cfg.Event, ID: id, AnonID: e.cfg.Key, Props: props,
-		Context: map[string]string{"host": e.host, "source": e.source}})
-	return b
+	return append(b, e.tail...)
+}
+
+// appendJSONString appends s quoted as encoding/json quotes strings with
+// HTML escaping off: \b \f \n \r \t and \" \\ as such, other control bytes
+// as \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped. (The same
+// rules as internal/ingest's, which quotes strings.)
+func appendJSONString(dst, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				dst = append(dst, '\\', c)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
 }
 
 // parseLogfmt reads key=value pairs (values may be "quoted"); a bare key

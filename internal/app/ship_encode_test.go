@@ -1,0 +1,77 @@
+package app
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// refEvent is the event as ship encoded it with encoding/json: the
+// reference that lineEncoder's hand-written JSON must decode equal to.
+type refEvent struct {
+	Event   string            `json:"event"`
+	ID      string            `json:"id"`
+	AnonID  string            `json:"anon_id,omitempty"`
+	Props   json.RawMessage   `json:"props"`
+	Context map[string]string `json:"context"`
+}
+
+func refEncode(e *lineEncoder, line []byte, id string) []byte {
+	var props json.RawMessage
+	switch e.cfg.Format {
+	case "json":
+		if t := strings.TrimSpace(string(line)); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
+			props = json.RawMessage(t)
+		}
+	case "logfmt":
+		if m := parseLogfmt(string(line)); len(m) > 0 {
+			props, _ = json.Marshal(m)
+		}
+	}
+	if props == nil {
+		props, _ = json.Marshal(map[string]string{"line": string(line)})
+	}
+	host, _ := os.Hostname()
+	src := "stdin"
+	if e.cfg.File != "" {
+		src, _ = filepath.Abs(e.cfg.File)
+	}
+	b, _ := json.Marshal(refEvent{Event: e.cfg.Event, ID: id, AnonID: e.cfg.Key, Props: props,
+		Context: map[string]string{"host": host, "source": src}})
+	return b
+}
+
+// TestLineEncoderMatchesEncodingJSON: each format's events decode to what
+// encoding/json made of the same line, quoting included (control bytes,
+// invalid UTF-8, U+2028, quotes, HTML characters).
+func TestLineEncoderMatchesEncodingJSON(t *testing.T) {
+	lines := []string{"", "plain line", `a "quoted" \ back\slash`, "tab\tcr\rnul\x00esc\x1b",
+		"bad utf8 \xff\xfe end", "sep \u2028 \u2029 ünï €", "<html> & </html>",
+		`  {"a": 1, "b": [true, null, "x\u0041"], "c": {"d": "<"}}  `, `{"broken": `, `{"a":1} trailing`,
+		`level=info msg="hello \"world\"" n=3 bare`, "=x k=", strings.Repeat("x", 5000)}
+	for _, format := range []string{"raw", "json", "logfmt"} {
+		for _, key := range []string{"", "host:src \"q\""} {
+			cfg := ShipConfig{Format: format, Event: "log \"ev\"", Key: key, File: "/tmp/a\tb.log"}
+			e := newLineEncoder(cfg)
+			for i, line := range lines {
+				got := e.encode([]byte(line), "")
+				want := refEncode(e, []byte(line), e.run+"-"+strconv.FormatInt(e.seq, 10))
+				var g, w any
+				if err := json.Unmarshal(got, &g); err != nil {
+					t.Fatalf("%s line %d: %v: %s", format, i, err, got)
+				}
+				json.Unmarshal(want, &w)
+				if !reflect.DeepEqual(g, w) {
+					t.Errorf("%s line %d:\n got %s\nwant %s", format, i, got, want)
+				}
+				if id := e.encode([]byte(line), "f-1-2-3"); !strings.Contains(string(id), `"id":"f-1-2-3"`) {
+					t.Errorf("given id not kept: %s", id)
+				}
+			}
+		}
+	}
+}
