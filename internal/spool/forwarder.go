@@ -52,8 +52,13 @@ var states = []string{StateIdle, StateForwarding, StateStalled, StateRetrying, S
 
 // ForwarderConfig configures a forwarder.
 type ForwarderConfig struct {
-	WindowBytes int           // records read, sent and acknowledged together
-	Windows     int           // windows in flight at once
+	// WindowBytes is the most bytes of spool frames read, sent and
+	// acknowledged together, and Windows how many windows are in flight at
+	// once. Their product bounds what the forwarder holds while it drains
+	// a backlog, in frames: in memory about 6 times that (each record's
+	// entry, its copy for the producer, franz-go's record and batch).
+	WindowBytes int
+	Windows     int
 	MinBackoff  time.Duration // after a failed window, doubling up to MaxBackoff
 	MaxBackoff  time.Duration
 	StallAfter  time.Duration // a window unacknowledged this long reports StateStalled
@@ -84,7 +89,10 @@ type ForwarderConfig struct {
 
 // DefaultForwarderConfig returns the documented defaults.
 func DefaultForwarderConfig() ForwarderConfig {
-	return ForwarderConfig{WindowBytes: 1 << 20, Windows: 4, MinBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, StallAfter: 5 * time.Second, QuarantineAfter: 3}
+	// 256 KiB windows drain a backlog as fast as 1 MiB ones did
+	// (200,000 records of 250 B to a real broker on one core: 0.6-0.95 s
+	// for both), with 6 MB of live heap at most instead of 19-24 MB.
+	return ForwarderConfig{WindowBytes: 256 << 10, Windows: 4, MinBackoff: 100 * time.Millisecond, MaxBackoff: 5 * time.Second, StallAfter: 5 * time.Second, QuarantineAfter: 3}
 }
 
 // Forwarder sends the spool's records to Kafka in order, up to Windows

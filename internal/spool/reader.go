@@ -208,12 +208,31 @@ func (r *Reader) buffer(n int) []byte {
 		}
 	default:
 	}
-	return make([]byte, n, max(n, minWindowBuffer))
+	return make([]byte, n, windowBufferCap(n))
 }
 
-// minWindowBuffer is the smallest buffer a window is read into, so that a
-// recycled one fits most windows of a gateway under load.
-const minWindowBuffer = 256 << 10
+// windowBufferCap is the capacity of a new buffer for a window of n bytes:
+// the power of two of at least minWindowBuffer that holds it, so that the
+// recycled buffers settle on the size of the gateway's windows (a recycled
+// buffer too small for a window is left to the GC); exactly n for a window
+// too large to be recycled.
+func windowBufferCap(n int) int {
+	if n > maxRecycled {
+		return n
+	}
+	c := minWindowBuffer
+	for c < n {
+		c <<= 1
+	}
+	return c
+}
+
+// minWindowBuffer is the smallest buffer a window is read into. Under load
+// the forwarder reads what the group commits appended since its last read
+// (in make bench a group commit is about 50 requests, 30 KiB): at 256 KiB
+// the buffers in flight and free (Windows of each) held 2-3 MiB of the
+// heap of inlet serve.
+const minWindowBuffer = 64 << 10
 
 // recycle hands back to free the buffer of a window whose records nobody
 // holds any more (Kafka acknowledged every one of them), for the reader to
@@ -229,8 +248,10 @@ func recycle(free chan<- []byte, b []byte) {
 	}
 }
 
-// maxRecycled bounds the buffers a reader keeps for reuse.
-const maxRecycled = 2 * minWindowBuffer
+// maxRecycled bounds the buffers a reader keeps for reuse: one larger (a
+// WindowBytes above it, or a frame larger than the window) is not held on
+// to.
+const maxRecycled = 512 << 10
 
 // after returns the segment after seg, or nil. s.mu must be held.
 func (s *Spool) after(seg *segment) *segment {

@@ -202,3 +202,66 @@ func TestForwarderReusesOnlyAcknowledgedWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestReaderWindowBuffers: a window is read into a buffer sized to the
+// power of two that holds it, at least 64 KiB (not a fixed 256 KiB whatever
+// the window), and a recycled buffer is read into again by a window it
+// holds; a window too large to keep gets a buffer of its size, which is
+// not kept.
+func TestReaderWindowBuffers(t *testing.T) {
+	t.Parallel()
+	s, _, _ := open(t, testConfig(t.TempDir()))
+	// appendKiB appends about kib KiB of records of 1 KiB.
+	appendKiB := func(kib int) {
+		t.Helper()
+		recs := make([]event.Record, kib)
+		for i := range recs {
+			recs[i] = bigRec(fmt.Sprintf("r%d-%d", kib, i))
+		}
+		if err := s.Append(context.Background(), recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := s.NewReader(s.Delivered())
+	defer r.Close()
+	r.free = make(chan []byte, 4)
+	// next reads the window appended last (wholly) and returns its buffer.
+	next := func(want int) []byte {
+		t.Helper()
+		es, _, err := r.Next(context.Background(), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) != want {
+			t.Fatalf("a window of %d records, want %d", len(es), want)
+		}
+		return r.last
+	}
+
+	appendKiB(4)
+	if b := next(4); cap(b) != 64<<10 {
+		t.Fatalf("a window of %d bytes was read into a buffer of %d KiB, want 64 KiB", len(b), cap(b)>>10)
+	}
+	recycle(r.free, r.last)
+	appendKiB(100)
+	b100 := next(100)
+	if cap(b100) != 128<<10 {
+		t.Fatalf("a window of %d bytes (the recycled 64 KiB buffer too small) was read into %d KiB, want 128 KiB", len(b100), cap(b100)>>10)
+	}
+	recycle(r.free, b100)
+	appendKiB(90)
+	if b := next(90); &b[:1][0] != &b100[:1][0] {
+		t.Fatal("a window of 90 KiB was not read into the recycled 128 KiB buffer")
+	}
+	recycle(r.free, r.last)
+	<-r.free // empty: the next window finds no recycled buffer
+	appendKiB(600)
+	big := next(600)
+	if cap(big) != len(big) {
+		t.Fatalf("a window of %d bytes was read into a buffer of %d bytes, want exactly its size", len(big), cap(big))
+	}
+	recycle(r.free, big)
+	if len(r.free) != 0 {
+		t.Fatalf("a buffer of %d KiB was kept for reuse, want none over 512 KiB", cap(big)>>10)
+	}
+}
