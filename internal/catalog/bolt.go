@@ -141,24 +141,69 @@ func (s *BoltStore) Put(_ context.Context, e Entry) (Entry, error) {
 		if err != nil {
 			return err
 		}
-		if ok {
-			e.Code, e.Created = old.Code, old.Created
-		} else {
-			code, err := b.NextSequence()
-			if err != nil {
-				return err
-			}
-			e.Code = int64(code)
-			if e.Created.IsZero() {
-				e.Created = e.Updated
-			}
-		}
-		return boltPut(b, e)
+		e, err = boltReplace(b, old, ok, e)
+		return err
 	})
 	if err != nil {
 		return Entry{}, fmt.Errorf("catalog: writing %s/%s to %s: %w", e.Group, e.Name, s.path, err)
 	}
 	return e, nil
+}
+
+// boltReplace writes e over old (ok: there is one) as Put does: an existing
+// entry keeps its code and created, a new one gets the next code.
+func boltReplace(b *bolt.Bucket, old Entry, ok bool, e Entry) (Entry, error) {
+	if ok {
+		e.Code, e.Created = old.Code, old.Created
+	} else {
+		code, err := b.NextSequence()
+		if err != nil {
+			return Entry{}, err
+		}
+		e.Code = int64(code)
+		if e.Created.IsZero() {
+			e.Created = e.Updated
+		}
+	}
+	return e, boltPut(b, e)
+}
+
+// fnError carries an error of an Update's fn out of a transaction, so
+// that it is returned as it is.
+type fnError struct{ err error }
+
+func (e fnError) Error() string { return e.err.Error() }
+
+// Update implements Store in one read-write transaction: fn runs once.
+func (s *BoltStore) Update(_ context.Context, k Key, fn func(Entry, bool) (Entry, error)) (Entry, error) {
+	var out Entry
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketEntries)
+		old, ok, err := boltGet(b, k)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			old = Entry{Group: k.Group, Name: k.Name}
+		}
+		e, err := fn(old, ok)
+		if err != nil {
+			return fnError{err}
+		}
+		if e.Key() != k {
+			return fnError{fmt.Errorf("%w: an update of %s/%s may not change its key", ErrInvalid, k.Group, k.Name)}
+		}
+		out, err = boltReplace(b, old, ok, e)
+		return err
+	})
+	var fe fnError
+	if errors.As(err, &fe) {
+		return Entry{}, fe.err
+	}
+	if err != nil {
+		return Entry{}, fmt.Errorf("catalog: updating %s/%s in %s: %w", k.Group, k.Name, s.path, err)
+	}
+	return out, nil
 }
 
 // List implements Store.

@@ -372,6 +372,22 @@ func (c *Catalog) List(ctx context.Context, group string, after Key, limit int) 
 // group, name, status and schema (which must compile) are checked first
 // (ErrInvalid). The entry is dropped from every instance's cache.
 func (c *Catalog) Upsert(ctx context.Context, e Entry) (Entry, error) {
+	e, err := c.prepare(e)
+	if err != nil {
+		return Entry{}, err
+	}
+	sctx, cancel := storeCtx(ctx, c.cfg.Timeout)
+	defer cancel()
+	out, err := c.store.Put(sctx, e)
+	c.invalidate(e.Key())
+	if err != nil {
+		return Entry{}, c.countErr(err)
+	}
+	return out, nil
+}
+
+// prepare checks e for Upsert and Update, and stamps it updated now.
+func (c *Catalog) prepare(e Entry) (Entry, error) {
 	if err := ValidateKey(e.Key()); err != nil {
 		return Entry{}, err
 	}
@@ -391,33 +407,49 @@ func (c *Catalog) Upsert(ctx context.Context, e Entry) (Entry, error) {
 	}
 	e.Updated = c.now().UTC()
 	e.Code, e.Created = 0, time.Time{}
+	return e, nil
+}
+
+// Update changes k's entry with fn in one atomic read-modify-write of the
+// store, so that two changes of different fields made at once both hold:
+// fn gets the entry as stored (found false: none, and e holds only k) and
+// returns it changed, checked as Upsert checks it. fn may run more than
+// once (when another write to k came in between) and must have no side
+// effects; its error is returned as it is. The entry is dropped from every
+// instance's cache.
+func (c *Catalog) Update(ctx context.Context, k Key, fn func(e Entry, found bool) (Entry, error)) (Entry, error) {
+	if err := ValidateKey(k); err != nil {
+		return Entry{}, err
+	}
+	var own error // an error of fn or prepare, not of the store
 	sctx, cancel := storeCtx(ctx, c.cfg.Timeout)
 	defer cancel()
-	out, err := c.store.Put(sctx, e)
-	c.invalidate(e.Key())
-	if err != nil {
+	out, err := c.store.Update(sctx, k, func(old Entry, found bool) (Entry, error) {
+		e, err := fn(old, found)
+		if err == nil {
+			e, err = c.prepare(e)
+		}
+		own = err
+		return e, err
+	})
+	c.invalidate(k)
+	switch {
+	case err != nil && own != nil && errors.Is(err, own):
+		return Entry{}, err
+	case err != nil:
 		return Entry{}, c.countErr(err)
 	}
 	return out, nil
 }
 
 // Block sets k's status to blocked (creating the entry when the catalog
-// has none): ingest rejects its events in every mode.
+// has none): ingest rejects its events in every mode. Its other fields are
+// kept, whatever is written at the same time.
 func (c *Catalog) Block(ctx context.Context, k Key) (Entry, error) {
-	if err := ValidateKey(k); err != nil {
-		return Entry{}, err
-	}
-	sctx, cancel := storeCtx(ctx, c.cfg.Timeout)
-	e, err := c.store.Get(sctx, k)
-	cancel()
-	if err != nil && !errors.Is(err, ErrNotFound) {
-		return Entry{}, c.countErr(err)
-	}
-	if err != nil {
-		e = Entry{Group: k.Group, Name: k.Name}
-	}
-	e.Status = StatusBlocked
-	return c.Upsert(ctx, e)
+	return c.Update(ctx, k, func(e Entry, _ bool) (Entry, error) {
+		e.Status = StatusBlocked
+		return e, nil
+	})
 }
 
 // Close stops watching the store and closes it.

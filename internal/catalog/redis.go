@@ -292,20 +292,110 @@ type restDoc struct {
 	Updated     time.Time       `json:"updated"`
 }
 
-func (s *RedisStore) put(ctx context.Context, mode string, e Entry) (Entry, error) {
+// putArgs are putScript's keys and arguments for e in mode.
+func (s *RedisStore) putArgs(mode string, e Entry) (keys []string, args []any, err error) {
 	created, err := json.Marshal(e.Created)
 	if err != nil {
-		return Entry{}, fmt.Errorf("catalog: encoding created: %v", err)
+		return nil, nil, fmt.Errorf("catalog: encoding created: %v", err)
 	}
 	rest, err := json.Marshal(restDoc{Group: e.Group, Name: e.Name, DisplayName: e.DisplayName,
 		Schema: e.Schema, Status: e.Status, Updated: e.Updated})
 	if err != nil {
-		return Entry{}, fmt.Errorf("%w: encoding the entry: %v", ErrInvalid, err)
+		return nil, nil, fmt.Errorf("%w: encoding the entry: %v", ErrInvalid, err)
 	}
 	k := e.Key()
-	v, err := putScript.Run(ctx, s.rdb, []string{s.entryKey(k), s.seqKey(), s.idxKey()},
-		mode, string(created), string(rest), member(k), s.channel(), s.origin+"\x00"+member(k)).Text()
+	return []string{s.entryKey(k), s.seqKey(), s.idxKey()},
+		[]any{mode, string(created), string(rest), member(k), s.channel(), s.origin + "\x00" + member(k)}, nil
+}
+
+func (s *RedisStore) put(ctx context.Context, mode string, e Entry) (Entry, error) {
+	keys, args, err := s.putArgs(mode, e)
 	if err != nil {
+		return Entry{}, err
+	}
+	v, err := putScript.Run(ctx, s.rdb, keys, args...).Text()
+	if err != nil {
+		return Entry{}, storeErr("redis put script", err)
+	}
+	return decodeEntry(v)
+}
+
+// maxUpdateTries bounds how often Update reads again after another write
+// to its key came in between.
+const maxUpdateTries = 100
+
+// Update implements Store as an optimistic transaction: WATCH the entry,
+// read it, run fn, and write it with the put script in MULTI/EXEC, which
+// fails when the entry was written since the read; then again, up to
+// maxUpdateTries times.
+func (s *RedisStore) Update(ctx context.Context, k Key, fn func(Entry, bool) (Entry, error)) (Entry, error) {
+	key := s.entryKey(k)
+	for range maxUpdateTries {
+		var (
+			out Entry
+			own error // an error of fn, or of the store already said as such
+		)
+		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			out, own = s.updateOnce(ctx, tx, k, fn)
+			if own != nil {
+				return own
+			}
+			return nil
+		}, key)
+		switch {
+		case own != nil:
+			if errors.Is(own, redis.TxFailedErr) {
+				continue // written meanwhile: read it again
+			}
+			return Entry{}, own
+		case err != nil:
+			return Entry{}, storeErr("redis WATCH", err)
+		}
+		return out, nil
+	}
+	return Entry{}, fmt.Errorf("%w: %s/%s was written by others %d times while this update read it", ErrUnavailable, k.Group, k.Name, maxUpdateTries)
+}
+
+// updateOnce is one try of Update in the WATCH of tx. Its error is
+// redis.TxFailedErr when k was written since the read.
+func (s *RedisStore) updateOnce(ctx context.Context, tx *redis.Tx, k Key, fn func(Entry, bool) (Entry, error)) (Entry, error) {
+	old, found := Entry{Group: k.Group, Name: k.Name}, false
+	v, err := tx.Get(ctx, s.entryKey(k)).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+	case err != nil:
+		return Entry{}, storeErr("redis GET", err)
+	default:
+		if old, err = decodeEntry(v); err != nil {
+			return Entry{}, err
+		}
+		found = true
+	}
+	e, err := fn(old, found)
+	if err != nil {
+		return Entry{}, err
+	}
+	if e.Key() != k {
+		return Entry{}, fmt.Errorf("%w: an update of %s/%s may not change its key", ErrInvalid, k.Group, k.Name)
+	}
+	if e.Created.IsZero() {
+		e.Created = e.Updated
+	}
+	keys, args, err := s.putArgs("put", e)
+	if err != nil {
+		return Entry{}, err
+	}
+	var put *redis.Cmd
+	if _, err := tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		put = putScript.Eval(ctx, p, keys, args...) // EVAL: a NOSCRIPT inside MULTI could not be retried
+		return nil
+	}); err != nil {
+		if errors.Is(err, redis.TxFailedErr) {
+			return Entry{}, err
+		}
+		return Entry{}, storeErr("redis MULTI/EXEC", err)
+	}
+	if v, err = put.Text(); err != nil {
 		return Entry{}, storeErr("redis put script", err)
 	}
 	return decodeEntry(v)

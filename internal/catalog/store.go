@@ -29,6 +29,13 @@ type Store interface {
 	// gets the next code (Created = e.Updated). It returns the entry as
 	// stored.
 	Put(ctx context.Context, e Entry) (Entry, error)
+	// Update changes k's entry as one atomic read-modify-write: fn gets
+	// the entry as stored (found false: none, and e holds only k), and
+	// its result is written as Put writes it. When another write to k
+	// lands between the read and the write, fn is called again on the
+	// new entry, so fn may run more than once and must have no side
+	// effects; an error of fn is returned as it is, and nothing written.
+	Update(ctx context.Context, k Key, fn func(e Entry, found bool) (Entry, error)) (Entry, error)
 	// List returns up to limit entries after the key after, in (group,
 	// name) order; group "" means every group, else only that group's.
 	List(ctx context.Context, group string, after Key, limit int) ([]Entry, error)

@@ -328,26 +328,26 @@ func (s *Server) upsert(ctx context.Context, c creds, u upsert) (catalog.Entry, 
 	if err := checkKey(u.key); err != nil {
 		return catalog.Entry{}, p, err
 	}
-	e, err := s.cat.Get(ctx, u.key)
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		e = catalog.Entry{Group: u.key.Group, Name: u.key.Name, Status: catalog.StatusPlanned}
-	case err != nil:
-		return catalog.Entry{}, p, catalogFailure(ctx, err, u.key)
-	}
-	if u.displayName != nil {
-		e.DisplayName = *u.displayName
-	}
-	if u.schema != nil {
-		e.Schema = nil
-		if *u.schema != "" {
-			e.Schema = json.RawMessage(*u.schema)
+	// One read-modify-write in the store: two admins changing different
+	// fields at once both get their change.
+	e, err := s.cat.Update(ctx, u.key, func(e catalog.Entry, found bool) (catalog.Entry, error) {
+		if !found {
+			e.Status = catalog.StatusPlanned
 		}
-	}
-	if u.status != "" {
-		e.Status = u.status
-	}
-	e, err = s.cat.Upsert(ctx, e)
+		if u.displayName != nil {
+			e.DisplayName = *u.displayName
+		}
+		if u.schema != nil {
+			e.Schema = nil
+			if *u.schema != "" {
+				e.Schema = json.RawMessage(*u.schema)
+			}
+		}
+		if u.status != "" {
+			e.Status = u.status
+		}
+		return e, nil
+	})
 	if err != nil {
 		return e, p, catalogFailure(ctx, err, u.key)
 	}

@@ -2,7 +2,6 @@ package catalogrpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"sort"
@@ -134,18 +133,25 @@ func (f *fakeCatalog) List(ctx context.Context, group string, after catalog.Key,
 	return out, nil
 }
 
-func (f *fakeCatalog) Upsert(ctx context.Context, e catalog.Entry) (catalog.Entry, error) {
-	f.record("Upsert " + e.Group + "/" + e.Name)
-	if err := f.fail(ctx, e.Key()); err != nil {
+func (f *fakeCatalog) Update(ctx context.Context, k catalog.Key, fn func(catalog.Entry, bool) (catalog.Entry, error)) (catalog.Entry, error) {
+	f.record("Update " + k.Group + "/" + k.Name)
+	if err := f.fail(ctx, k); err != nil {
+		return catalog.Entry{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old, ok := f.entries[k]
+	if !ok {
+		old = catalog.Entry{Group: k.Group, Name: k.Name}
+	}
+	e, err := fn(old, ok)
+	if err != nil {
 		return catalog.Entry{}, err
 	}
 	if len(e.Schema) > 0 && e.Schema[0] != '{' {
 		return catalog.Entry{}, fmt.Errorf("%w: the schema is not a JSON object", catalog.ErrInvalid)
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	now := time.Now()
-	old, ok := f.entries[e.Key()]
 	if ok {
 		e.Code, e.Created = old.Code, old.Created
 	} else {
@@ -153,21 +159,16 @@ func (f *fakeCatalog) Upsert(ctx context.Context, e catalog.Entry) (catalog.Entr
 		e.Code, e.Created = f.next, now
 	}
 	e.Updated = now
-	f.entries[e.Key()] = e
+	f.entries[k] = e
 	return e, nil
 }
 
 func (f *fakeCatalog) Block(ctx context.Context, k catalog.Key) (catalog.Entry, error) {
 	f.record("Block " + k.Group + "/" + k.Name)
-	e, err := f.Get(ctx, k)
-	if errors.Is(err, catalog.ErrNotFound) {
-		e, err = catalog.Entry{Group: k.Group, Name: k.Name}, nil
-	}
-	if err != nil {
-		return e, err
-	}
-	e.Status = catalog.StatusBlocked
-	return f.Upsert(ctx, e)
+	return f.Update(ctx, k, func(e catalog.Entry, _ bool) (catalog.Entry, error) {
+		e.Status = catalog.StatusBlocked
+		return e, nil
+	})
 }
 
 func (f *fakeCatalog) DefaultGroup() string { return "default" }

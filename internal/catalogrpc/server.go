@@ -27,8 +27,9 @@ type Catalog interface {
 	// List returns up to limit entries after the key after, in (group,
 	// name) order; group "" for every group.
 	List(ctx context.Context, group string, after catalog.Key, limit int) ([]catalog.Entry, error)
-	// Upsert creates or changes an entry.
-	Upsert(ctx context.Context, e catalog.Entry) (catalog.Entry, error)
+	// Update creates or changes k's entry with fn in one atomic
+	// read-modify-write (see catalog.Catalog.Update).
+	Update(ctx context.Context, k catalog.Key, fn func(e catalog.Entry, found bool) (catalog.Entry, error)) (catalog.Entry, error)
 	// Block sets k's status to blocked, creating the entry if needed.
 	Block(ctx context.Context, k catalog.Key) (catalog.Entry, error)
 	// DefaultGroup is the group of a lookup that names none.

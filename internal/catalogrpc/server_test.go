@@ -329,7 +329,10 @@ func TestListPages(t *testing.T) {
 	ctx := ctxT(t)
 	for _, g := range []string{"a", "shop", "z"} {
 		for i := range 5 {
-			ts.cat.Upsert(ctx, catalog.Entry{Group: g, Name: fmt.Sprintf("e%d", i)})
+			ts.cat.Update(ctx, catalog.Key{Group: g, Name: fmt.Sprintf("e%d", i)}, func(e catalog.Entry, _ bool) (catalog.Entry, error) {
+				e.Status = catalog.StatusPlanned
+				return e, nil
+			})
 		}
 	}
 	web := &catalogv1.Credentials{ClientId: "web", Token: secretOf("web")}
