@@ -31,6 +31,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/apache/thrift/lib/go/thrift"
 )
 
 func main() {
@@ -64,24 +66,36 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	srv := &http.Server{Handler: handler(&s), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	done := make(chan error, 3)
-	var floors []string
+	// Every listener is opened before anything is served, so that a
+	// failure leaves nothing running.
+	var (
+		floors []string
+		gl     net.Listener
+		ts     *thrift.TSimpleServer
+	)
 	if *grpcListen != "" {
-		gl, err := net.Listen("tcp", *grpcListen)
-		if err != nil {
+		if gl, err = net.Listen("tcp", *grpcListen); err != nil {
 			ln.Close()
 			return fmt.Errorf("gRPC floor: %w", err)
 		}
 		floors = append(floors, "grpc "+gl.Addr().String())
-		go func() { done <- serveGRPC(ctx, gl) }()
 	}
 	if *thriftListen != "" {
-		ts, addr, err := listenThrift(*thriftListen)
-		if err != nil {
+		var addr net.Addr
+		if ts, addr, err = listenThrift(*thriftListen); err != nil {
 			ln.Close()
+			if gl != nil {
+				gl.Close()
+			}
 			return err
 		}
 		floors = append(floors, "thrift "+addr.String())
+	}
+	done := make(chan error, 3)
+	if gl != nil {
+		go func() { done <- serveGRPC(ctx, gl) }()
+	}
+	if ts != nil {
 		go func() { done <- serveThrift(ctx, ts) }()
 	}
 	fmt.Fprintln(stdout, ln.Addr())

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -83,4 +84,30 @@ func TestFloors(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("run did not return 10 s after its context ended")
 	}
+}
+
+// TestFloorListenFails: when a floor cannot listen, run fails and leaves
+// nothing serving: the gRPC floor's address is free again.
+func TestFloorListenFails(t *testing.T) {
+	t.Parallel()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr := free.Addr().String()
+	free.Close()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	err = run(context.Background(), []string{"--listen", "127.0.0.1:0", "--grpc-listen", grpcAddr, "--thrift-listen", busy.Addr().String()}, io.Discard)
+	if err == nil {
+		t.Fatal("run served with the Thrift floor's address in use")
+	}
+	again, err := net.Listen("tcp", grpcAddr)
+	if err != nil {
+		t.Fatalf("the gRPC floor's address is still taken after run failed: %v", err)
+	}
+	again.Close()
 }
