@@ -492,7 +492,7 @@ func (s *shipper) run() {
 				// span several of ours; franz-go then fails all it
 				// buffered) need not hold a record too large alone, but
 				// tried again whole it could fail again, for ever.
-				if errors.Is(f.err, errTooLarge) {
+				if errors.Is(f.err, ErrTooLarge) {
 					f.isolate = true
 				}
 				// Ahead of those of redo not sent again yet: these were
@@ -505,7 +505,7 @@ func (s *shipper) run() {
 			n := int64(len(f.recs))
 			if rej != nil {
 				reason := DropRejected
-				if errors.Is(rej.Err, errTooLarge) {
+				if errors.Is(rej.Err, ErrTooLarge) {
 					reason = DropTooLarge
 				}
 				s.drop(reason, int64(rej.N))
@@ -637,7 +637,7 @@ func (s *shipper) writeEach(recs [][]byte) error {
 			continue
 		case errors.As(err, &rej):
 			rejected += rej.N
-		case errors.Is(err, errTooLarge):
+		case errors.Is(err, ErrTooLarge):
 			rejected++ // alone: for good
 		default:
 			return err

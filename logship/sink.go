@@ -131,10 +131,12 @@ var (
 	_ producer  = (*kgo.Client)(nil)
 )
 
-// errTooLarge marks a write Kafka refused as too large: a record over
-// MaxMessageBytes (refused for good), or a batch (franz-go then fails every
-// record buffered with it; the handler sends them again one at a time).
-var errTooLarge = errors.New("too large for the topic")
+// ErrTooLarge is what errors.Is matches in a write Kafka refused as too
+// large: a record over MaxMessageBytes (in a *RejectedError: refused for
+// good), or a batch, which is a failure (franz-go fails every record it
+// buffered with it): send its records again one at a time, alone in
+// flight, and a record refused alone is too large for good.
+var ErrTooLarge = errors.New("logship: too large for the topic")
 
 // errEarlierFailed is the answer to a batch the sink refused because an
 // earlier one failed and the handler has not resumed since.
@@ -266,7 +268,7 @@ type tooLargeRecord struct{ size, max int }
 func (e *tooLargeRecord) Error() string {
 	return fmt.Sprintf("a record of %d bytes is over max.message.bytes %d", e.size, e.max)
 }
-func (e *tooLargeRecord) Unwrap() error { return errTooLarge }
+func (e *tooLargeRecord) Unwrap() error { return ErrTooLarge }
 
 // recordsPool keeps the kgo.Records of answered sends: franz-go is done
 // with a record once its promise was called.
@@ -300,7 +302,7 @@ func (b *kafkaBatch) promise(_ *kgo.Record, err error) {
 			// buffered with it. Not a verdict on this record alone.
 			b.sink.fails.Add(1)
 			if b.first == nil {
-				b.first = fmt.Errorf("%w: %w", errTooLarge, err)
+				b.first = fmt.Errorf("%w: %w", ErrTooLarge, err)
 			}
 		default:
 			if !errors.Is(err, errEarlierFailed) {

@@ -47,6 +47,9 @@ type ShipConfig struct {
 	SendTimeout time.Duration
 	StopTimeout time.Duration // on interrupt, how long the last batch may take
 	BearerToken string
+	// MaxMessageBytes is the topic's max.message.bytes (without Target;
+	// 0: Kafka's default): a line's event over it is rejected at once.
+	MaxMessageBytes int32
 	// Security is TLS and SASL to the brokers (without Target).
 	Security kafka.Security
 	log      logConfig
@@ -97,6 +100,14 @@ func ParseShip(args []string, env Env) (ShipConfig, error) {
 	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "how long the first line of a batch waits for more")
 	fs.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "with --target: how long one attempt to send a batch may take; failed attempts are retried (to Kafka, batches in flight have no deadline: franz-go retries them, in order)")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "on SIGINT/SIGTERM, how long the lines read may take to be acknowledged")
+	fs.Func("max-message-bytes", "without --target: the topic's max.message.bytes, if below Kafka's default 1000012: a line over it is rejected at once (a batch Kafka refuses as too large is sent again a line at a time)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 512 {
+			return fmt.Errorf("want a number of bytes, at least 512")
+		}
+		cfg.MaxMessageBytes = int32(n)
+		return nil
+	})
 	fs.StringVar(&cfg.BearerToken, "token", "", "with --target: send Authorization: Bearer `TOKEN`")
 	cfg.Security.RegisterFlags(fs)
 	cfg.log.register(fs)
@@ -179,7 +190,8 @@ func (c ShipConfig) pipe(log *slog.Logger) (shipPipe, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	s, err := logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic, Opts: sec})
+	s, err := logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic,
+		MaxMessageBytes: c.MaxMessageBytes, Opts: sec})
 	return s, shipFlights, err
 }
 
@@ -267,6 +279,44 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 			return false
 		}
 	}
+	// sendEach sends records one at a time, each alone in flight; those
+	// refused alone as too large are reported as rejected. It returns at
+	// the first other failure (all are sent again, the first ones twice).
+	sendEach := func(sendCtx context.Context, recs [][]byte) error {
+		var (
+			rejected int
+			first    error
+		)
+		for _, r := range recs {
+			pipe.Resume()
+			c := make(chan error, 1)
+			pipe.Send(sendCtx, [][]byte{r}, func(err error) { c <- err })
+			var err error
+			select {
+			case err = <-c:
+			case <-sendCtx.Done():
+				return sendCtx.Err()
+			}
+			var rej *logship.RejectedError
+			switch {
+			case err == nil:
+				continue
+			case errors.As(err, &rej):
+				rejected += rej.N
+			case errors.Is(err, logship.ErrTooLarge):
+				rejected++
+			default:
+				return err
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		if rejected > 0 {
+			return &logship.RejectedError{N: rejected, Err: first}
+		}
+		return nil
+	}
 	// retire settles the answered batches at the head of the window. When
 	// one failed, it waits for the rest of the window, and after a backoff
 	// sends them all again, in order (those that landed too: duplicates,
@@ -296,7 +346,16 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 				pipe.Resume()
 				again := window
 				window = nil
-				for _, g := range again {
+				for i, g := range again {
+					if i == 0 && errors.Is(g.err, logship.ErrTooLarge) {
+						// Kafka refused a batch holding these lines
+						// as too large: one at a time finds the line
+						// too large alone (whole, it would fail for
+						// ever). Those after it go whole.
+						g.err, g.done = sendEach(sendCtx, g.recs), true
+						window = append(window, g)
+						continue
+					}
 					launch(sendCtx, g)
 				}
 				continue
@@ -490,10 +549,17 @@ func (e *lineEncoder) encode(line []byte, id string) []byte {
 	props := false
 	switch e.cfg.Format {
 	case "json":
+		// Decoded and encoded again, not copied: the event must be valid
+		// UTF-8 with unique keys (invalid UTF-8 and lone surrogates
+		// become U+FFFD, the last of duplicate keys wins).
 		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' {
-			buf := bytes.NewBuffer(b)
-			if json.Compact(buf, t) == nil { // it validates too; on an error buf is as it was
-				b, props = buf.Bytes(), true
+			var obj map[string]any
+			d := json.NewDecoder(bytes.NewReader(t))
+			d.UseNumber() // numbers as they were written
+			if d.Decode(&obj) == nil && d.InputOffset() == int64(len(t)) {
+				if p, err := json.Marshal(obj); err == nil {
+					b, props = append(b, p...), true
+				}
 			}
 		}
 	case "logfmt":
@@ -587,12 +653,15 @@ func parseLogfmt(s string) map[string]string {
 		if i < len(s) && s[i] == '"' {
 			j := i + 1
 			for j < len(s) && s[j] != '"' {
-				if s[j] == '\\' {
+				if s[j] == '\\' && j+1 < len(s) {
 					j++
 				}
 				j++
 			}
-			j = min(j, len(s)-1)
+			if j >= len(s) { // no closing quote: the rest of the line
+				m[key] = s[i+1:]
+				break
+			}
 			if v, err := strconv.Unquote(s[i : j+1]); err == nil {
 				m[key] = v
 			} else {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // refEvent is the event as ship encoded it with encoding/json: the
@@ -72,6 +73,35 @@ func TestLineEncoderMatchesEncodingJSON(t *testing.T) {
 					t.Errorf("given id not kept: %s", id)
 				}
 			}
+		}
+	}
+}
+
+// TestLineEncoderJSONFormatStrict: a --format json line is decoded and
+// encoded again: invalid UTF-8 and lone surrogates become U+FFFD, the last
+// of duplicate keys wins, numbers are kept as written.
+func TestLineEncoderJSONFormatStrict(t *testing.T) {
+	e := newLineEncoder(ShipConfig{Format: "json", Event: "log"})
+	for line, want := range map[string]string{
+		"{\"a\":\"\xff\"}":           `{"a":"` + "\ufffd" + `"}`,
+		`{"a":"\ud800"}`:             `{"a":"` + "\ufffd" + `"}`,
+		`{"a":1,"a":2}`:              `{"a":2}`,
+		`{"n":12345678901234567890}`: `{"n":12345678901234567890}`,
+	} {
+		var ev struct{ Props json.RawMessage }
+		out := e.encode([]byte(line), "")
+		if !utf8.Valid(out) || json.Unmarshal(out, &ev) != nil || string(ev.Props) != want {
+			t.Errorf("line %q: event %q, want props %s", line, out, want)
+		}
+	}
+}
+
+// TestParseLogfmtUnterminatedQuote: a quoted value with no closing quote
+// is the rest of the line (it used to lose its last byte, or panic).
+func TestParseLogfmtUnterminatedQuote(t *testing.T) {
+	for line, want := range map[string]string{`k="abc`: "abc", `k="a\`: `a\`, `k="`: "", `k="a b" x=1`: "a b"} {
+		if got := parseLogfmt(line)["k"]; got != want {
+			t.Errorf("parseLogfmt(%q)[k] = %q, want %q", line, got, want)
 		}
 	}
 }

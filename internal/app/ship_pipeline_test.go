@@ -3,12 +3,15 @@ package app
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/testkit"
+	"github.com/inlet-dev/inlet/logship"
 )
 
 // fakePipe is a shipPipe whose sends wait until the test answers them.
@@ -16,6 +19,8 @@ type fakePipe struct {
 	mu      sync.Mutex
 	sends   []fakeSend
 	resumes int
+	// auto, if set, answers each send at once (and the send is not kept).
+	auto func(recs [][]byte) error
 }
 
 type fakeSend struct {
@@ -24,6 +29,10 @@ type fakeSend struct {
 }
 
 func (p *fakePipe) Send(_ context.Context, recs [][]byte, done func(error)) {
+	if p.auto != nil {
+		done(p.auto(recs))
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sends = append(p.sends, fakeSend{len(recs), done})
@@ -102,5 +111,42 @@ func TestShipCheckpointWithBatchesInFlight(t *testing.T) {
 	}
 	if p.resumes != 2 {
 		t.Errorf("%d resumes, want one per failure", p.resumes)
+	}
+}
+
+// TestShipBatchRefusedTooLarge: Kafka refuses every batch holding one
+// line too large (as franz-go reports a batch the broker refuses), and
+// the line alone too: Ship sends that batch again a line at a time, so
+// that only the line is rejected; it ends, non-zero with the count, and
+// every other line landed once, in order.
+func TestShipBatchRefusedTooLarge(t *testing.T) {
+	var landed []string
+	p := &fakePipe{auto: func(recs [][]byte) error {
+		for _, r := range recs {
+			if strings.Contains(string(r), "huge") {
+				return fmt.Errorf("producing: %w", logship.ErrTooLarge)
+			}
+		}
+		for _, r := range recs {
+			landed = append(landed, string(r))
+		}
+		return nil
+	}}
+	cfg := parseShip(t, "--batch-size", "10", "--brokers", "127.0.0.1:1", "--topic", "t")
+	cfg.testPipe = p
+	in := lines(0, 17) + "huge\n" + lines(17, 30)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := Ship(ctx, cfg, strings.NewReader(in), testkit.Logger(t))
+	if ctx.Err() != nil || err == nil || !strings.Contains(err.Error(), "1 of 31") || !strings.Contains(err.Error(), "1 rejected") {
+		t.Fatalf("Ship: %v; want it to end with the one line rejected", err)
+	}
+	if len(landed) != 30 {
+		t.Fatalf("%d lines landed, want 30", len(landed))
+	}
+	for i, r := range landed {
+		if !strings.Contains(r, fmt.Sprintf(`"line-%d level`, i)) {
+			t.Fatalf("landed %d: %s, want line-%d", i, r, i)
+		}
 	}
 }
