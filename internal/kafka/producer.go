@@ -26,8 +26,12 @@ type Config struct {
 	ClientID    string
 	Compression string        // none, gzip, snappy, lz4, zstd
 	Linger      time.Duration // how long a partition batch may wait to fill
-	// MaxBufferedBytes bounds the memory of records not yet acknowledged by
-	// Kafka. When it is reached, TryProduce fails at once with ErrFull.
+	// MaxBufferedBytes bounds the records not yet acknowledged by Kafka,
+	// in bytes of their keys, values and headers (what franz-go counts).
+	// When it is reached, TryProduce fails at once with ErrFull. Each
+	// record costs about 250 bytes of memory more (franz-go's record, its
+	// headers and promise), so a buffer of small records is bounded by
+	// MaxBufferedRecords first: 20,000 of 200 bytes take about 9 MB.
 	MaxBufferedBytes int
 	// MaxBufferedRecords bounds the number of records not yet acknowledged.
 	MaxBufferedRecords int
