@@ -20,6 +20,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
 
 	"github.com/inlet-dev/inlet/client"
@@ -549,17 +550,18 @@ func (e *lineEncoder) encode(line []byte, id string) []byte {
 	props := false
 	switch e.cfg.Format {
 	case "json":
-		// Decoded and encoded again, not copied: the event must be valid
-		// UTF-8 with unique keys (invalid UTF-8 and lone surrogates
-		// become U+FFFD, the last of duplicate keys wins).
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' {
-			var obj map[string]any
-			d := json.NewDecoder(bytes.NewReader(t))
-			d.UseNumber() // numbers as they were written
-			if d.Decode(&obj) == nil && d.InputOffset() == int64(len(t)) {
-				if p, err := json.Marshal(obj); err == nil {
-					b, props = append(b, p...), true
-				}
+		// An object that is strict JSON (RFC 7493: valid UTF-8, no lone
+		// surrogates, unique names) is the props as written, compacted:
+		// its names in their order, numbers and strings byte for byte.
+		// Any other line is sent as a line (below), rather than changed
+		// on the way: a duplicate name dropped, a bad byte replaced.
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' && jsontext.Value(t).IsValid() {
+			start := len(b)
+			b = append(b, t...)
+			if v := jsontext.Value(b[start:]); v.Compact() == nil {
+				b, props = b[:start+len(v)], true
+			} else {
+				b = b[:start]
 			}
 		}
 	case "logfmt":

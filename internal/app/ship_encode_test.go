@@ -77,16 +77,23 @@ func TestLineEncoderMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-// TestLineEncoderJSONFormatStrict: a --format json line is decoded and
-// encoded again: invalid UTF-8 and lone surrogates become U+FFFD, the last
-// of duplicate keys wins, numbers are kept as written.
+// TestLineEncoderJSONFormatStrict: a --format json line that is a strict
+// JSON object is the props as written (compacted; names in their order,
+// numbers and escapes byte for byte); any other line, invalid UTF-8, a
+// lone surrogate or a duplicate name included, is sent as a line, never
+// changed into an object it was not.
 func TestLineEncoderJSONFormatStrict(t *testing.T) {
 	e := newLineEncoder(ShipConfig{Format: "json", Event: "log"})
+	asLine := func(s string) string { b, _ := json.Marshal(map[string]string{"line": s}); return string(b) }
 	for line, want := range map[string]string{
-		"{\"a\":\"\xff\"}":           `{"a":"` + "\ufffd" + `"}`,
-		`{"a":"\ud800"}`:             `{"a":"` + "\ufffd" + `"}`,
-		`{"a":1,"a":2}`:              `{"a":2}`,
-		`{"n":12345678901234567890}`: `{"n":12345678901234567890}`,
+		` { "b" : 1 , "a" : [ 2 , "\u0041" ] } `: `{"b":1,"a":[2,"\u0041"]}`,
+		`{"n":12345678901234567890,"f":1.50}`:    `{"n":12345678901234567890,"f":1.50}`,
+		"{\"a\":\"\xff\"}":                       asLine("{\"a\":\"\xff\"}"),
+		`{"a":"\ud800"}`:                         asLine(`{"a":"\ud800"}`),
+		`{"a":1,"a":2}`:                          asLine(`{"a":1,"a":2}`),
+		`{"a":{"x":1,"x":2}}`:                    asLine(`{"a":{"x":1,"x":2}}`),
+		`{"a":1} {"b":2}`:                        asLine(`{"a":1} {"b":2}`),
+		`[1,2]`:                                  asLine(`[1,2]`),
 	} {
 		var ev struct{ Props json.RawMessage }
 		out := e.encode([]byte(line), "")
