@@ -123,11 +123,10 @@ func (g *Gateway) admitRPC(r *http.Request) (string, error) {
 		}
 		return "", rf
 	}
-	if r.Header.Get("Authorization") == "" {
-		// The credentials came as k= in the query: a request record
-		// with --rpc-forward-query must not carry them to the topic.
-		r.URL.RawQuery = withoutParam(r.URL.RawQuery, "k")
-	}
+	// Credentials may come as k= in the query (even beside an
+	// Authorization header): a request record with --rpc-forward-query
+	// must not carry them to the topic.
+	r.URL.RawQuery = withoutParam(r.URL.RawQuery, "k")
 	wait, err := g.auth.Allow(p, 1)
 	if err == nil {
 		return p.Client.ID, nil

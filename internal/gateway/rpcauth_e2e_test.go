@@ -93,6 +93,12 @@ func TestRPCAuth(t *testing.T) {
 		t.Fatalf("call with k= in the query: %d %q, want the client app and the query without k", code, body)
 	}
 	before++
+	// Nor beside an Authorization header.
+	code, body, _ = call(t, http.DefaultClient, url+"?a=1&k="+secret, []byte("hi"), "Authorization", bearer)
+	if code != 200 || string(body) != "app a=1" {
+		t.Fatalf("call with Authorization and k= in the query: %d %q, want the client app and the query without k", code, body)
+	}
+	before++
 	code, body, _ = call(t, http.DefaultClient, url, []byte("hi"), "Authorization", "Bearer "+slow)
 	if code != 200 || string(body) != "slow " {
 		t.Fatalf("first call of client slow: %d %q", code, body)
