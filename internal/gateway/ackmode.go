@@ -72,7 +72,8 @@ func (s enqueueSink) Write(_ context.Context, recs []event.Record) error {
 
 // sinkErr maps a sink's failure to how ingest answers it: full is a 503
 // with Retry-After; a record Kafka refused for good (kafka.IsPermanent) is
-// a 413 when too large, else a 422, as retrying cannot help; anything else
+// a 413 when too large (so is one too large for a spool frame), else a
+// 422, as retrying cannot help; anything else
 // (an outage, a topic being recreated) is a 503.
 func sinkErr(err error) error {
 	switch {
@@ -80,7 +81,7 @@ func sinkErr(err error) error {
 		return nil
 	case errors.Is(err, kafka.ErrFull) || errors.Is(err, spool.ErrFull):
 		return fmt.Errorf("%w: %w", ingest.ErrSinkFull, err)
-	case kafka.IsTooLarge(err):
+	case kafka.IsTooLarge(err) || errors.Is(err, spool.ErrTooLarge):
 		return fmt.Errorf("%w: %w", ingest.ErrSinkTooLarge, err)
 	case kafka.IsPermanent(err):
 		return fmt.Errorf("%w: %w", ingest.ErrSinkRejected, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/event"
@@ -32,11 +33,39 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var errCorrupt = errors.New("spool: corrupt frame")
 
 // appendFrame appends the frame of r, appended at t, to b.
-func appendFrame(b []byte, r *event.Record, t time.Time) []byte {
+// fits says why r cannot be written as a frame (ErrTooLarge), or nil: the
+// reader takes a payload of more than maxPayloadBytes for corruption, and
+// the lengths of the topic, the header names and the header count are
+// written in 16 bits.
+func fits(r *event.Record) error {
+	n := payloadSize(r)
+	switch {
+	case n > maxPayloadBytes:
+		return fmt.Errorf("%w: a record of %d bytes; the limit is %d", ErrTooLarge, n, maxPayloadBytes)
+	case len(r.Topic) > math.MaxUint16:
+		return fmt.Errorf("%w: a topic name of %d bytes", ErrTooLarge, len(r.Topic))
+	case len(r.Headers) > math.MaxUint16:
+		return fmt.Errorf("%w: a record with %d headers", ErrTooLarge, len(r.Headers))
+	}
+	for _, h := range r.Headers {
+		if len(h.Key) > math.MaxUint16 {
+			return fmt.Errorf("%w: a header name of %d bytes", ErrTooLarge, len(h.Key))
+		}
+	}
+	return nil
+}
+
+// payloadSize is the size of r's frame without its header.
+func payloadSize(r *event.Record) int {
 	n := 8 + 2 + len(r.Topic) + 4 + len(r.Key) + 4 + len(r.Value) + 2
 	for _, h := range r.Headers {
 		n += 2 + len(h.Key) + 4 + len(h.Value)
 	}
+	return n
+}
+
+func appendFrame(b []byte, r *event.Record, t time.Time) []byte {
+	n := payloadSize(r)
 	start := len(b)
 	b = binary.LittleEndian.AppendUint32(b, uint32(n))
 	b = binary.LittleEndian.AppendUint32(b, 0) // CRC, below

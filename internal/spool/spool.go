@@ -115,6 +115,10 @@ var (
 	// that could not be cut back, every later Append fails with it, and
 	// Stats().Failed (and Failed) say why: only a restart helps.
 	ErrWrite = errors.New("spool: write failed")
+	// ErrTooLarge: a record does not fit a frame of the spool (a payload
+	// over 64 MiB, a topic or header name over 65,535 bytes, more than
+	// 65,535 headers); nothing of the request was stored.
+	ErrTooLarge = errors.New("spool: record too large")
 )
 
 // Pos is a position in the spool: before the record at byte Off of the
@@ -549,6 +553,9 @@ func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
 	start := time.Now()
 	size := 0
 	for i := range recs {
+		if err := fits(&recs[i]); err != nil {
+			return err
+		}
 		size += frameHeader + 24 + recs[i].Size() + 6*len(recs[i].Headers)
 	}
 	req := newRequest(size)
