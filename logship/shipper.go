@@ -646,6 +646,9 @@ func (s *shipper) writeEach(recs [][]byte) error {
 			first = err
 		}
 	}
+	// Every record was heard of, and those refused for good are counted:
+	// a failure of the last one must not fail the next batch.
+	s.pl.resume()
 	if rejected > 0 {
 		return &RejectedError{N: rejected, Err: first}
 	}
