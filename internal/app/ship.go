@@ -260,6 +260,10 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 		window  []*shipFlight
 		acks    = make(chan *shipFlight, maxFlights) // room for every flight: a done never waits
 		backoff = 100 * time.Millisecond
+		// fatal is a refusal for good of a batch by Kafka (other than as
+		// too large, which is found line by line): sending it again cannot
+		// help, so ship stops, its checkpoint before the batch.
+		fatal error
 	)
 	linger.Stop()
 	launch := func(sendCtx context.Context, f *shipFlight) {
@@ -313,6 +317,7 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 				first = err
 			}
 		}
+		pipe.Resume() // the last one's refusal must not fail the batches after
 		if rejected > 0 {
 			return &logship.RejectedError{N: rejected, Err: first}
 		}
@@ -328,6 +333,10 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 			f := window[0]
 			var rej *logship.RejectedError
 			if f.err != nil && !errors.As(f.err, &rej) {
+				if kafka.IsPermanent(f.err) && !errors.Is(f.err, logship.ErrTooLarge) {
+					fatal = fmt.Errorf("ship: Kafka refuses the lines for good, sending them again cannot help (check the topic's configuration and ACLs): %w", f.err)
+					return false
+				}
 				for _, g := range window {
 					for !g.done {
 						if !answer(sendCtx) {
@@ -443,7 +452,7 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 					break
 				}
 				drain(ctx)
-				return shipResult(read, acked, rejected)
+				return shipFatal(fatal, read, acked, rejected)
 			}
 			read++
 			batch = append(batch, l)
@@ -454,18 +463,19 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 				linger.Stop()
 				send(ctx)
 			}
-			continue
 		case <-linger.C:
 			send(ctx)
-			continue
 		case f := <-acks:
 			f.done = true
 			retire(ctx)
-			continue
 		case <-ctx.Done():
+			finish()
+			return shipFatal(fatal, read, acked, rejected)
 		}
-		finish()
-		return shipResult(read, acked, rejected)
+		if fatal != nil {
+			stopReading()
+			return shipFatal(fatal, read, acked, rejected)
+		}
 	}
 }
 
@@ -475,6 +485,14 @@ type shipFlight struct {
 	recs  [][]byte
 	err   error // the answer, set before the flight is sent on acks
 	done  bool  // answered; Ship's loop's own
+}
+
+// shipFatal is shipResult, or fatal with the counts when there is one.
+func shipFatal(fatal error, read, acked, rejected int64) error {
+	if fatal == nil {
+		return shipResult(read, acked, rejected)
+	}
+	return fmt.Errorf("%w (%d of %d lines read were not acknowledged, %d rejected)", fatal, read-acked, read, rejected)
 }
 
 func shipResult(read, acked, rejected int64) error {
@@ -685,22 +703,90 @@ func parseLogfmt(s string) map[string]string {
 func readLines(ctx context.Context, r io.Reader, enc *lineEncoder, out chan<- shipLine) error {
 	defer close(out)
 	br := bufio.NewReaderSize(r, 64<<10)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			select {
-			case out <- shipLine{event: enc.encode(trimEOL(line), "")}:
-			case <-ctx.Done():
-				return nil
-			}
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
+	sp := lineSplitter{max: maxLineBytes}
+	emit := func(line []byte, _ int) bool {
+		select {
+		case out <- shipLine{event: enc.encode(line, "")}:
+			return true
+		case <-ctx.Done():
+			return false
 		}
 	}
+	for {
+		chunk, err := br.ReadSlice('\n')
+		switch {
+		case err == nil:
+			if !sp.add(chunk, true, emit) {
+				return nil
+			}
+			continue
+		case errors.Is(err, bufio.ErrBufferFull):
+			if !sp.add(chunk, false, emit) {
+				return nil
+			}
+			continue
+		}
+		// The end, or a failure: a last line without a newline is a line.
+		if !sp.add(chunk, false, emit) || !sp.flush(emit) || errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+}
+
+// maxLineBytes is the longest line ship sends as one event: a longer one
+// is sent in pieces of at most this many bytes, so that a line without an
+// end holds bounded memory (Kafka takes about 1 MB per record by default).
+const maxLineBytes = 512 << 10
+
+// lineSplitter gathers the pieces of a line read (bufio.Reader.ReadSlice
+// gives a long line in pieces) and yields it whole, or, while it is longer
+// than max, in pieces of at most max bytes cut before a UTF-8 sequence.
+type lineSplitter struct {
+	max     int
+	partial []byte
+	Split   int64 // pieces yielded of lines longer than max
+}
+
+// add takes chunk, read after what came before; complete says it ends
+// the line (with its "\n"). It calls yield with each line or piece to send
+// (its end of line cut) and how many bytes read stay held after it; false
+// if yield said to stop.
+func (sp *lineSplitter) add(chunk []byte, complete bool, yield func(line []byte, held int) bool) bool {
+	if len(sp.partial) == 0 && complete && len(chunk) <= sp.max {
+		return yield(trimEOL(chunk), 0)
+	}
+	sp.partial = append(sp.partial, chunk...)
+	for len(sp.partial) > sp.max && !(complete && len(trimEOL(sp.partial)) <= sp.max) {
+		cut := sp.max
+		for c := cut; c > sp.max-utf8.UTFMax && c > 0; c-- {
+			if utf8.RuneStart(sp.partial[c]) {
+				cut = c
+				break
+			}
+		}
+		sp.Split++
+		if !yield(sp.partial[:cut], len(sp.partial)-cut) {
+			return false
+		}
+		sp.partial = append(sp.partial[:0], sp.partial[cut:]...)
+	}
+	if !complete {
+		return true
+	}
+	line := sp.partial
+	sp.partial = sp.partial[:0]
+	return yield(trimEOL(line), 0)
+}
+
+// flush yields what is held, a last line without its end of line.
+func (sp *lineSplitter) flush(yield func(line []byte, held int) bool) bool {
+	if len(sp.partial) == 0 {
+		return true
+	}
+	line := sp.partial
+	sp.partial = nil
+	return yield(line, 0)
 }
 
 // trimEOL cuts a line's "\n" or "\r\n".
@@ -767,12 +853,12 @@ type follower struct {
 	poll time.Duration
 	log  *slog.Logger
 
-	f       *os.File
-	ino     uint64
-	gen     uint64
-	off     int64 // bytes of f consumed, up to the end of partial
-	br      *bufio.Reader
-	partial []byte
+	f   *os.File
+	ino uint64
+	gen uint64
+	off int64 // bytes of f consumed, up to the end of what sp holds
+	br  *bufio.Reader
+	sp  lineSplitter
 }
 
 func inodeOf(fi os.FileInfo) uint64 {
@@ -792,7 +878,7 @@ func (fl *follower) open(start filePos) error {
 		f.Close()
 		return err
 	}
-	fl.f, fl.ino, fl.off, fl.partial = f, inodeOf(fi), 0, nil
+	fl.f, fl.ino, fl.off, fl.sp = f, inodeOf(fi), 0, lineSplitter{max: maxLineBytes}
 	fl.gen = start.Gen + 1 // another file, or this one truncated
 	if start.Inode == fl.ino && start.Offset <= fi.Size() {
 		if _, err := f.Seek(start.Offset, io.SeekStart); err != nil {
@@ -827,9 +913,12 @@ func (fl *follower) run(ctx context.Context, start filePos, enc *lineEncoder, ou
 		}
 	}
 	defer func() { fl.f.Close() }()
-	emit := func(line []byte) bool {
+	// emit sends a line (or a piece of one) with its position: the byte
+	// after it, held bytes before what was consumed.
+	emit := func(line []byte, held int) bool {
+		end := fl.off - int64(held)
 		select {
-		case out <- shipLine{event: enc.encode(line, fl.id(fl.off)), pos: filePos{Inode: fl.ino, Gen: fl.gen, Offset: fl.off}}:
+		case out <- shipLine{event: enc.encode(line, fl.id(end)), pos: filePos{Inode: fl.ino, Gen: fl.gen, Offset: end}}:
 			return true
 		case <-ctx.Done():
 			return false
@@ -840,44 +929,39 @@ func (fl *follower) run(ctx context.Context, start filePos, enc *lineEncoder, ou
 		fl.off += int64(len(chunk))
 		switch {
 		case err == nil:
-			line := chunk
-			if len(fl.partial) > 0 {
-				line = append(fl.partial, chunk...)
-				fl.partial = nil
-			}
-			if !emit(trimEOL(line)) {
+			if !fl.sp.add(chunk, true, emit) {
 				return nil
 			}
 			continue
 		case errors.Is(err, bufio.ErrBufferFull):
-			fl.partial = append(fl.partial, chunk...)
+			if !fl.sp.add(chunk, false, emit) {
+				return nil
+			}
 			continue
 		case !errors.Is(err, io.EOF):
 			return fmt.Errorf("reading %s: %w", fl.path, err)
 		}
-		fl.partial = append(fl.partial, chunk...)
+		if !fl.sp.add(chunk, false, emit) {
+			return nil
+		}
 		// At the end: rotated, truncated, or nothing new yet?
 		fi, serr := os.Stat(fl.path)
 		switch {
 		case serr == nil && inodeOf(fi) != fl.ino:
 			// Rotated: what was appended to the old file before the
-			// check was read above; a last line without a newline is a line.
-			if rest, _ := io.ReadAll(fl.br); len(rest) > 0 {
-				fl.off += int64(len(rest))
-				fl.partial = append(fl.partial, rest...)
-				for {
-					i := bytes.IndexByte(fl.partial, '\n')
-					if i < 0 {
-						break
-					}
-					line := fl.partial[:i+1]
-					fl.partial = fl.partial[i+1:]
-					if !emit(trimEOL(line)) {
-						return nil
-					}
+			// check is read to its end; a last line without a newline
+			// is a line.
+			for {
+				chunk, err := fl.br.ReadSlice('\n')
+				fl.off += int64(len(chunk))
+				if !fl.sp.add(chunk, err == nil, emit) {
+					return nil
+				}
+				if err != nil && !errors.Is(err, bufio.ErrBufferFull) {
+					break
 				}
 			}
-			if len(fl.partial) > 0 && !emit(fl.partial) {
+			if !fl.sp.flush(emit) {
 				return nil
 			}
 			fl.log.Info("ship: file rotated; following the new one", "path", fl.path)
@@ -891,7 +975,7 @@ func (fl *follower) run(ctx context.Context, start filePos, enc *lineEncoder, ou
 			if _, err := fl.f.Seek(0, io.SeekStart); err != nil {
 				return err
 			}
-			fl.off, fl.partial = 0, nil
+			fl.off, fl.sp.partial = 0, nil
 			fl.gen++
 			fl.br.Reset(fl.f)
 			continue
