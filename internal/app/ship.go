@@ -25,6 +25,7 @@ import (
 
 	"github.com/inlet-dev/inlet/client"
 	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/logship"
 )
@@ -573,7 +574,9 @@ func (e *lineEncoder) encode(line []byte, id string) []byte {
 		// its names in their order, numbers and strings byte for byte.
 		// Any other line is sent as a line (below), rather than changed
 		// on the way: a duplicate name dropped, a bad byte replaced.
-		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' && jsontext.Value(t).IsValid() {
+		// (Nested at most as deep as inlet takes an event: props is one
+		// level under the event.)
+		if t := bytes.TrimSpace(line); len(t) > 0 && t[0] == '{' && jsontext.Value(t).IsValid() && depth(t) < event.MaxDepth {
 			start := len(b)
 			b = append(b, t...)
 			if v := jsontext.Value(b[start:]); v.Compact() == nil {
@@ -732,6 +735,26 @@ func readLines(ctx context.Context, r io.Reader, enc *lineEncoder, out chan<- sh
 		}
 		return err
 	}
+}
+
+// depth is how deeply valid JSON v nests objects and arrays ({} is 1).
+func depth(v []byte) int {
+	d, most, in := 0, 0, false
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case in:
+		case c == '{' || c == '[':
+			d++
+			most = max(most, d)
+		case c == '}' || c == ']':
+			d--
+		}
+	}
+	return most
 }
 
 // maxLineBytes is the longest line ship sends as one event: a longer one

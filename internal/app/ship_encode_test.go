@@ -94,6 +94,10 @@ func TestLineEncoderJSONFormatStrict(t *testing.T) {
 		`{"a":{"x":1,"x":2}}`:                    asLine(`{"a":{"x":1,"x":2}}`),
 		`{"a":1} {"b":2}`:                        asLine(`{"a":1} {"b":2}`),
 		`[1,2]`:                                  asLine(`[1,2]`),
+		// 63 deep is as deep as inlet takes props; 64 is a line.
+		strings.Repeat(`{"a":`, 62) + `{}` + strings.Repeat(`}`, 62): strings.Repeat(`{"a":`, 62) + `{}` + strings.Repeat(`}`, 62),
+		strings.Repeat(`{"a":`, 63) + `{}` + strings.Repeat(`}`, 63): asLine(strings.Repeat(`{"a":`, 63) + `{}` + strings.Repeat(`}`, 63)),
+		`{"s":"{[{[\"]"}`: `{"s":"{[{[\"]"}`,
 	} {
 		var ev struct{ Props json.RawMessage }
 		out := e.encode([]byte(line), "")
