@@ -123,7 +123,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cc, _ := kafka.Codec(cfg.Compression)
+	comp, _ := kafka.BatchCompression(cfg.Compression) // checked by Validate
 	sec, err := cfg.Security.Opts(nil)
 	if err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
@@ -132,7 +132,7 @@ func NewKafka(ctx context.Context, cfg KafkaConfig) (*Kafka, error) {
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.ProducerLinger(cfg.Linger),
-		kgo.ProducerBatchCompression(cc),
+		comp,
 		// Room for every record in flight, and for records whose request
 		// timed out; past it a record fails at once (TryProduce in Do).
 		kgo.MaxBufferedRecords(max(2*cfg.InFlight, 10000)),

@@ -186,7 +186,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	cfg = cfg.withDefaults()
 	w := &worker{cfg: cfg, h: h, log: cfg.Log, m: cfg.Metrics, slots: make(chan struct{}, cfg.Concurrency),
 		purgeq: make(chan string, purgeQueue), stopPurge: make(chan struct{}), purged: make(chan struct{})}
-	codec, _ := kafka.Codec(cfg.ReplyCompression) // "" is none
+	comp, _ := kafka.BatchCompression(cfg.ReplyCompression) // "" is none; checked by Validate
 	sec, err := cfg.Security.Opts(cfg.Log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
@@ -207,7 +207,7 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 		kgo.AllowAutoTopicCreation(),
 		kgo.ProducerLinger(max(cfg.ReplyLinger, 0)),
 		kgo.RecordPartitioner(replyPartitioner()),
-		kgo.ProducerBatchCompression(codec),
+		comp,
 		kgo.RecordDeliveryTimeout(replyDeliveryTimeout),
 		kgo.WithLogger(kafka.Logger(cfg.Log)),
 	}, sec...)...)
