@@ -36,6 +36,9 @@ type Stats struct {
 	Retried  int64 // failed writes to the sink, written again
 	Queued   int   // records in memory now
 	Dropped  map[string]int64
+	// LastError is the last failure of the sink or of the spill file,
+	// "" while there was none: why records are retried or spilled.
+	LastError string
 }
 
 // shipper owns the queue, the spill file and the goroutines that deliver
@@ -95,6 +98,12 @@ type errValue struct{ v atomic.Value }
 type errBox struct{ err error }
 
 func (e *errValue) Store(err error) { e.v.Store(errBox{err}) }
+
+// Load returns the last error stored, nil if none.
+func (e *errValue) Load() error {
+	b, _ := e.v.Load().(errBox)
+	return b.err
+}
 
 // flight is a batch handed to the sink and not yet settled.
 type flight struct {
@@ -815,6 +824,9 @@ func (s *shipper) leaveRecords(batch [][]byte) {
 func (s *shipper) stats() Stats {
 	st := Stats{Handled: s.handled.Load(), Sent: s.sent.Load(), Spilled: s.spilled.Load(),
 		Replayed: s.replayed.Load(), Retried: s.retried.Load(), Queued: len(s.queue), Dropped: map[string]int64{}}
+	if err := s.lastErr.Load(); err != nil {
+		st.LastError = err.Error()
+	}
 	s.dropped.Range(func(k, v any) bool {
 		st.Dropped[k.(string)] = v.(*atomic.Int64).Load()
 		return true
