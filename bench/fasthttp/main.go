@@ -8,6 +8,7 @@
 //
 //	frontbench --front nethttp|fasthttp [--handler ingest|noop]
 //	           [--listen 127.0.0.1:8080] [--brokers host:port,...] [--topic events]
+//	           [--cpuprofile FILE]
 //
 // --handler noop answers 204 after reading the body, with no Kafka: the
 // floor of each front end. It answers 200 on /readyz once Kafka answered
@@ -30,6 +31,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -68,8 +70,20 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	brokers := fs.String("brokers", "127.0.0.1:9092", "Kafka brokers, comma-separated (ingest only)")
 	topic := fs.String("topic", "events", "topic of the events (ingest only)")
 	maxBody := fs.Int64("max-body-bytes", 1<<20, "largest request body")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var serve front
 	switch *frontName {
