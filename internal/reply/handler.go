@@ -332,7 +332,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 		query = r.URL.RawQuery
 	}
 	addr := h.transport.Address()
-	rec := RequestRecord(h.cfg.TopicPrefix+service, Request{ID: id, Service: service, Deadline: deadline,
+	rec := RequestRecord(h.cfg.TopicPrefix+service, &Request{ID: id, Service: service, Deadline: deadline,
 		ContentType: r.Header.Get("Content-Type"), Client: client, Query: query, Headers: h.forwarded(r.Header), Body: body,
 		ReplyTo: addr, ReplyPartition: replyPartition(addr)})
 	// Produced without waiting for Kafka's acknowledgement (the reply may

@@ -75,7 +75,7 @@ func TestRequestRoundTrip(t *testing.T) {
 				want = tt.req
 			}
 			want.Body = tt.req.Body
-			rec := RequestRecord("rpc.svc", tt.req)
+			rec := RequestRecord("rpc.svc", &tt.req)
 			if rec.Topic != "rpc.svc" || string(rec.Key) != tt.req.ID || rec.EventID != tt.req.ID || !bytes.Equal(rec.Value, tt.req.Body) {
 				t.Fatalf("record topic %q, key %q, event id %q, value %q", rec.Topic, rec.Key, rec.EventID, rec.Value)
 			}

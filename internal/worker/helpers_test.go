@@ -101,7 +101,7 @@ func (hs *harness) request(req Request) *kgo.Record {
 	if req.ReplyTo == (reply.Address{}) {
 		req.ReplyTo = reply.Address{Kind: "kafka", Name: hs.replyTopic}
 	}
-	rec := reply.RequestRecord(hs.cfg.Topic, req)
+	rec := reply.RequestRecord(hs.cfg.Topic, &req)
 	kr := &kgo.Record{Topic: rec.Topic, Key: rec.Key, Value: rec.Value, Headers: make([]kgo.RecordHeader, len(rec.Headers))}
 	for i, h := range rec.Headers {
 		kr.Headers[i] = kgo.RecordHeader(h)
