@@ -22,7 +22,8 @@
 // is at-least-once).
 //
 // Order: records reach the sink in the order they were handled, and a
-// record that arrives twice has its first copy in order too. When a batch
+// record that arrives twice has its last copy in order (its first too,
+// but for the window below). When a batch
 // fails, it and every batch sent after it are sent again, in order, once
 // every batch in flight was answered (a batch that had landed arrives
 // twice). A KafkaSink refuses, from its first failed record on, every batch
