@@ -597,58 +597,9 @@ func (e *lineEncoder) encode(line []byte, id string) []byte {
 	return append(b, e.tail...)
 }
 
-// appendJSONString appends s quoted as encoding/json quotes strings with
-// HTML escaping off: \b \f \n \r \t and \" \\ as such, other control bytes
-// as \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped. (The same
-// rules as internal/ingest's, which quotes strings.)
+// appendJSONString is event.AppendJSONString.
 func appendJSONString(dst, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return event.AppendJSONString(dst, s)
 }
 
 // parseLogfmt reads key=value pairs (values may be "quoted"); a bare key

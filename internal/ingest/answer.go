@@ -4,7 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
-	"unicode/utf8"
+
+	"github.com/inlet-dev/inlet/internal/event"
 )
 
 // The headers of every JSON answer. They are shared, never changed: a
@@ -51,7 +52,7 @@ func appendAnswer(dst []byte, a *Answer) []byte {
 			dst = append(dst, `{"index":`...)
 			dst = strconv.AppendInt(dst, int64(r.Index), 10)
 			dst = append(dst, `,"error":`...)
-			dst = appendJSONString(dst, r.Error)
+			dst = event.AppendJSONString(dst, r.Error)
 			if len(r.Violations) > 0 {
 				dst = append(dst, `,"violations":[`...)
 				for j, v := range r.Violations {
@@ -59,13 +60,13 @@ func appendAnswer(dst []byte, a *Answer) []byte {
 						dst = append(dst, ',')
 					}
 					dst = append(dst, `{"type":`...)
-					dst = appendJSONString(dst, string(v.Type))
+					dst = event.AppendJSONString(dst, string(v.Type))
 					if v.Path != "" {
 						dst = append(dst, `,"path":`...)
-						dst = appendJSONString(dst, v.Path)
+						dst = event.AppendJSONString(dst, v.Path)
 					}
 					dst = append(dst, `,"msg":`...)
-					dst = appendJSONString(dst, v.Msg)
+					dst = event.AppendJSONString(dst, v.Msg)
 					dst = append(dst, '}')
 				}
 				dst = append(dst, ']')
@@ -75,57 +76,4 @@ func appendAnswer(dst []byte, a *Answer) []byte {
 		dst = append(dst, ']')
 	}
 	return append(dst, "}\n"...)
-}
-
-// appendJSONString appends s quoted as encoding/json quotes strings with
-// HTML escaping off: \b \f \n \r \t and \" \\ as such, other control bytes
-// as \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029 escaped.
-func appendJSONString(dst []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				dst = append(dst, '\\', c)
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
