@@ -9,9 +9,32 @@ import (
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/gateway"
 	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
+
+// startAuthRPC starts a gateway with --auth and --rpc-forward-query whose
+// service "who" an exec worker answers by running pre and then printing
+// "$RPC_CLIENT $RPC_QUERY". It returns the gateway, the service's URL and
+// the secrets of its clients: app, and slow (0.01 calls/s, burst 1).
+func startAuthRPC(t *testing.T, pre string) (g *gateway.Gateway, url, app, slow string) {
+	t.Helper()
+	brokers := testkit.Brokers(t)
+	prefix := "rpc." + testkit.Unique(t, "t-") + "."
+	cfg := gatewaytest.Config(t, brokers, testkit.Unique(t, "t-"))
+	cfg.DataDir = t.TempDir()
+	cfg.RPC.Services = []string{"who"}
+	cfg.RPC.TopicPrefix = prefix
+	cfg.RPC.ForwardQuery = true
+	cfg.Auth.ClientsFile = filepath.Join(t.TempDir(), "clients.json")
+	cfg.Auth.HTTP = true
+	app = addClient(t, cfg.Auth.ClientsFile, auth.Client{ID: "app"})
+	slow = addClient(t, cfg.Auth.ClientsFile, auth.Client{ID: "slow", Rate: 0.01, Burst: 1})
+	g = gatewaytest.Start(t, cfg)
+	startWorker(t, brokers, prefix+"who", "who", "--exec", pre+`printf '%s %s' "$RPC_CLIENT" "$RPC_QUERY"`)
+	return g, "http://" + g.Addr() + "/v1/rpc/who", app, slow
+}
 
 // TestRPCAuth: with --auth, request-reply needs the same credentials as
 // ingest, checked before the call is produced: none or a wrong secret is
@@ -24,23 +47,10 @@ func TestRPCAuth(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a worker; skipped with -short")
 	}
-	brokers := testkit.Brokers(t)
-	prefix := "rpc." + testkit.Unique(t, "t-") + "."
-	cfg := gatewaytest.Config(t, brokers, testkit.Unique(t, "t-"))
-	cfg.DataDir = t.TempDir()
-	cfg.RPC.Services = []string{"who"}
-	cfg.RPC.TopicPrefix = prefix
-	cfg.RPC.ForwardQuery = true
-	cfg.Auth.ClientsFile = filepath.Join(t.TempDir(), "clients.json")
-	cfg.Auth.HTTP = true
-	secret := addClient(t, cfg.Auth.ClientsFile, auth.Client{ID: "app"})
-	slow := addClient(t, cfg.Auth.ClientsFile, auth.Client{ID: "slow", Rate: 0.01, Burst: 1})
-	g := gatewaytest.Start(t, cfg)
 	// The worker answers with what it was told of the caller, and counts
 	// the calls that reached it.
 	calls := filepath.Join(t.TempDir(), "calls")
-	startWorker(t, brokers, prefix+"who", "who", "--exec", `echo x >> `+calls+`; printf '%s %s' "$RPC_CLIENT" "$RPC_QUERY"`)
-	url := "http://" + g.Addr() + "/v1/rpc/who"
+	g, url, secret, slow := startAuthRPC(t, `echo x >> `+calls+`; `)
 	bearer := "Bearer " + secret
 
 	deadline := time.Now().Add(45 * time.Second) // the worker's group takes a moment

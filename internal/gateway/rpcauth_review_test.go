@@ -4,14 +4,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/inlet-dev/inlet/internal/auth"
-	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
-	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 // TestReviewRPCAuthQueryForms: request-reply calls with --auth and
@@ -22,19 +17,7 @@ func TestReviewRPCAuthQueryForms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a worker; skipped with -short")
 	}
-	brokers := testkit.Brokers(t)
-	prefix := "rpc." + testkit.Unique(t, "t-") + "."
-	cfg := gatewaytest.Config(t, brokers, testkit.Unique(t, "t-"))
-	cfg.DataDir = t.TempDir()
-	cfg.RPC.Services = []string{"who"}
-	cfg.RPC.TopicPrefix = prefix
-	cfg.RPC.ForwardQuery = true
-	cfg.Auth.ClientsFile = filepath.Join(t.TempDir(), "clients.json")
-	cfg.Auth.HTTP = true
-	secret := addClient(t, cfg.Auth.ClientsFile, auth.Client{ID: "app"})
-	g := gatewaytest.Start(t, cfg)
-	startWorker(t, brokers, prefix+"who", "who", "--exec", `printf '%s %s' "$RPC_CLIENT" "$RPC_QUERY"`)
-	url := "http://" + g.Addr() + "/v1/rpc/who"
+	_, url, secret, _ := startAuthRPC(t, "")
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		code, _, _ := call(t, http.DefaultClient, url, []byte("ping"), "Inlet-Timeout", "1s", "Authorization", "Bearer "+secret)
