@@ -59,6 +59,10 @@ if [ "$cluster_phase" = 1 ]; then
 	# is put in it at random): counted once more without it.
 	echo "== go test: allocation budgets, without -race" >&2
 	go test -count=1 -run 'TestBatchAllocs' ./internal/event/
+	# inlet serve answers ingest's HTTP/1.1 on fasthttp (internal/fastfront);
+	# the ingest tests run on net/http above, once more on the front here.
+	echo "== go test: ingest on the fasthttp front" >&2
+	INLET_TEST_HTTP_FRONT=fasthttp go test -race -count=1 ./internal/ingest/
 fi
 if [ "$cluster_phase" = 1 ]; then
 	echo "== go test: the 3-node cluster tests (TLS, SASL, failover), one package at a time" >&2

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/fastfront"
+	"github.com/inlet-dev/inlet/internal/ingest"
 	"github.com/inlet-dev/inlet/internal/membudget"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -205,8 +208,44 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 			g.tlsLn = l.ln
 		}
 	}
+	// The plain listener's HTTP/1.1 ingest on fasthttp (package
+	// fastfront): the front accepts from ln, the net/http server from the
+	// front's share.
+	var front *fastfront.Front
+	if !lns[0].tls && g.cfg.HTTPFront != FrontNetHTTP {
+		front = fastfront.New(fastfront.Config{
+			Fast:              ingest.Paths(),
+			Handler:           srv.Handler,
+			ConnContext:       membudget.ConnContext,
+			ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
+			ReadTimeout:       g.cfg.ReadTimeout,
+			BodyStartTimeout:  g.cfg.Ingest.BodyIdleTimeout,
+			WriteTimeout:      cmp.Or(g.cfg.ResponseWriteTimeout, srv.WriteTimeout),
+			IdleTimeout:       g.cfg.IdleTimeout,
+			// fasthttp holds a buffer of this size per connection while it
+			// reads a request: 16 KiB (Node's limit) rather than 64.
+			MaxHeaderBytes: 16 << 10,
+			MaxHandoffBody: max(g.cfg.Ingest.MaxBodyBytes, g.cfg.RPC.MaxBodyBytes),
+			Log:            g.log,
+		})
+		lns[0].ln = front.NetListener()
+	}
 	var wg sync.WaitGroup
-	errs := make(chan error, len(lns))
+	errs := make(chan error, len(lns)+1)
+	stopAll := func() {
+		_ = srv.Close()
+		if front != nil {
+			_ = front.Close()
+		}
+	}
+	if front != nil {
+		wg.Go(func() {
+			if err := front.Serve(ln); err != nil {
+				errs <- err
+				stopAll()
+			}
+		})
+	}
 	for _, l := range lns {
 		wg.Go(func() {
 			var err error
@@ -217,7 +256,7 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 			}
 			if err = serveErr(err); err != nil {
 				errs <- err
-				_ = srv.Close() // one listener failed: stop serving, as with a single one
+				stopAll() // one listener failed: stop serving, as with a single one
 			}
 		})
 	}
@@ -232,11 +271,18 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 		close(g.served)
 	}()
 	g.lc.started("HTTP server", weightHTTP, func(ctx context.Context) error {
-		if err := srv.Shutdown(ctx); err != nil {
+		var fastErr error
+		var fwg sync.WaitGroup
+		if front != nil {
+			fwg.Go(func() { fastErr = front.Shutdown(ctx) })
+		}
+		err := srv.Shutdown(ctx)
+		fwg.Wait()
+		if err = cmp.Or(err, fastErr); err != nil {
 			// Requests still running were not answered, so nothing they
 			// carried was acknowledged: their clients retry.
 			g.log.Warn("requests still in flight at their share of the shutdown deadline; closing their connections", "err", err)
-			_ = srv.Close()
+			stopAll()
 		}
 		<-done
 		return nil

@@ -82,7 +82,10 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer, opt
 // request body in memory counts against one bound.
 func (s *Server) Budget() *membudget.Budget { return s.budget }
 
-// Register adds the ingest routes to mux.
+// Paths are the paths Register serves.
+func Paths() []string { return []string{"/v1/batch", "/v1/track", "/i", "/i.gif"} }
+
+// Register adds the ingest routes to mux, at Paths.
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("/v1/batch", s.route("batch", []string{http.MethodPost}, s.serveBatch))
 	mux.Handle("/v1/track", s.route("track", []string{http.MethodPost}, s.serveTrack))

@@ -1,0 +1,504 @@
+// Package fastfront serves a plain HTTP listener with two servers: the hot
+// HTTP/1.1 paths (inlet's ingest endpoints) on fasthttp, everything else on
+// a net/http server.
+//
+// net/http costs about 40% of inlet's CPU per ingest request on one core
+// (BENCHMARKS.md): a goroutine per connection that reads in the background
+// while the handler waits for Kafka (three read syscalls per request where
+// fasthttp makes two), a header map and a Request per request. fasthttp
+// reuses all of it per connection. What fasthttp does not do, net/http
+// keeps doing:
+//
+//   - HTTP/2 without TLS (h2c, prior knowledge): a connection that opens
+//     with the HTTP/2 preface goes to the net/http server before fasthttp
+//     reads a byte of it.
+//   - Every other path (request-reply, /metrics, probes, the web UI and its
+//     event stream, pprof): the first request on a fasthttp connection for
+//     a path that is not a fast one hands the whole connection over to the
+//     net/http server (the request written out again, its body read first,
+//     up to Config.MaxHandoffBody), which serves it and all that follow.
+//
+// The fast paths run the same http.Handler as net/http does, through an
+// adapter that gives it an *http.Request and an http.ResponseWriter reused
+// per connection: the handler's code, limits and answers are the same on
+// both servers. Its rules: the handler must not keep the request, its
+// header or its body after it returns; the answer is buffered and written
+// when the handler returns (Flush does nothing); Hijack is not offered;
+// http.ResponseController's SetReadDeadline and SetWriteDeadline work.
+// The request's context carries what Config.ConnContext put in the
+// connection's; it is not cancelled when the client goes away (fasthttp
+// does not read while the handler runs), only when the connection ends.
+package fastfront
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/inlet-dev/inlet/internal/ratelog"
+)
+
+// Config configures a Front.
+type Config struct {
+	// Fast are the paths served on fasthttp, matched exactly against the
+	// path of the request target (no escapes, no dot segments: any other
+	// spelling goes to net/http, which cleans or refuses it as usual).
+	Fast []string
+	// Handler serves the fast paths. It is the net/http server's handler
+	// as a rule, so that both count against the same limits.
+	Handler http.Handler
+	// ConnContext, when set, derives each fasthttp connection's context,
+	// as http.Server.ConnContext does; the requests of the connection get it.
+	ConnContext func(ctx context.Context, c net.Conn) context.Context
+
+	// ReadHeaderTimeout bounds the wait for a request's header (and, for a
+	// new connection, for its first bytes); ReadTimeout then bounds the
+	// rest of the request, its body, from when its header was read.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	// BodyStartTimeout, when set, bounds the wait for the first byte of a
+	// body, which fasthttp reads before the handler runs (the body idle
+	// timeout of the handler, as a rule); ReadTimeout applies from then on.
+	BodyStartTimeout time.Duration
+	// WriteTimeout bounds writing an answer, from when the handler returns.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds the wait for the next request on a connection.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header (431 past it).
+	MaxHeaderBytes int
+	// MaxHandoffBody bounds the body of a request handed over to net/http,
+	// which is read whole before the handover (413 past it).
+	MaxHandoffBody int64
+	Log            *slog.Logger
+}
+
+// Front serves one listener: fasthttp for Config.Fast, the net/http server
+// (through the listener NetListener returns) for the rest.
+type Front struct {
+	cfg  Config
+	fast map[string]string // the interned path, by itself
+	srv  *fasthttp.Server
+	// fastLn and netLn are the listeners the two servers accept from.
+	fastLn, netLn *chanListener
+	log           *slog.Logger
+
+	mu     sync.Mutex
+	ln     net.Listener // what Serve accepts from
+	closed bool
+}
+
+// New returns a Front for cfg.
+func New(cfg Config) *Front {
+	f := &Front{cfg: cfg, fast: map[string]string{}, log: cfg.Log,
+		fastLn: newChanListener(), netLn: newChanListener()}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	for _, p := range cfg.Fast {
+		f.fast[p] = p
+	}
+	readHeader := cfg.ReadHeaderTimeout
+	if readHeader <= 0 {
+		readHeader = cfg.ReadTimeout
+	}
+	f.srv = &fasthttp.Server{
+		Handler: f.serve,
+		// The header's bound; HeaderReceived gives the body ReadTimeout.
+		ReadTimeout:  readHeader,
+		WriteTimeout: cfg.WriteTimeout,
+		IdleTimeout:  cfg.IdleTimeout,
+		HeaderReceived: func(*fasthttp.RequestHeader) fasthttp.RequestConfig {
+			return fasthttp.RequestConfig{ReadTimeout: cmp.Or(cfg.BodyStartTimeout, cfg.ReadTimeout), MaxRequestBodySize: noReadAhead}
+		},
+		ErrorHandler: f.requestError,
+		// A request that asks for 100-continue goes to net/http with its
+		// connection: net/http sends 100 when the handler reads the body,
+		// so that a request refused on its header (401 before the body)
+		// is refused before the client sends the body. fasthttp would send
+		// 100 before the handler runs.
+		ExpectHandler: f.expect,
+		// The header must fit the read buffer; ReduceMemoryUsage gives
+		// the buffer back between requests, so that an idle connection
+		// holds none.
+		ReadBufferSize:    max(cfg.MaxHeaderBytes, 4096),
+		ReduceMemoryUsage: true,
+		// The handler reads the body, into buffers charged to its memory
+		// budget and under its own deadlines (the body idle timeout):
+		// fasthttp streams every body larger than MaxRequestBodySize, and
+		// reads that much of it ahead.
+		StreamRequestBody:  true,
+		MaxRequestBodySize: noReadAhead,
+		// Otherwise fasthttp parses multipart bodies, to temporary files,
+		// before the handler runs.
+		DisablePreParseMultipartForm: true,
+		// The handoff passes a connection on to net/http.
+		KeepHijackedConns:     true,
+		NoDefaultServerHeader: true,
+		NoDefaultContentType:  true,
+		CloseOnShutdown:       true,
+		Logger:                fastLogger{ratelog.New(f.log, slog.LevelWarn, "fasthttp: serving a connection failed", logEvery)},
+	}
+	return f
+}
+
+// noReadAhead is the MaxRequestBodySize of fasthttp: the bytes of a body it
+// reads before the handler runs (it waits for them, under ReadTimeout).
+const noReadAhead = 1
+
+// NetListener is the listener of the net/http server's share: h2c
+// connections and those handed over. Serve it with the net/http server;
+// its Shutdown closes it.
+func (f *Front) NetListener() net.Listener { return f.netLn }
+
+// Serve accepts connections on ln until Shutdown or Close, and serves
+// those of HTTP/1 on fasthttp. It returns nil after Shutdown or Close.
+func (f *Front) Serve(ln net.Listener) error {
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	f.ln = ln
+	f.mu.Unlock()
+	errs := make(chan error, 1)
+	go func() { errs <- f.srv.Serve(f.fastLn) }()
+	var tempDelay time.Duration
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if f.isClosed() {
+				break
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() { // as net/http: back off, go on
+				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
+				f.log.Warn("accepting a connection failed; retrying", "err", err, "in", tempDelay)
+				time.Sleep(tempDelay)
+				continue
+			}
+			f.fastLn.Close()
+			<-errs
+			return err
+		}
+		tempDelay = 0
+		go f.sniff(c)
+	}
+	f.fastLn.Close() // ends fasthttp's Serve if Shutdown did not
+	return <-errs
+}
+
+func (f *Front) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
+
+// stopAccepting closes the listener Serve accepts from.
+func (f *Front) stopAccepting() {
+	f.mu.Lock()
+	f.closed = true
+	ln := f.ln
+	f.mu.Unlock()
+	if ln != nil {
+		ln.Close()
+	}
+}
+
+// Shutdown stops accepting, then waits for fasthttp's requests in flight
+// to be answered and its connections to go idle, within ctx. The net/http
+// server's share is its own Shutdown's.
+func (f *Front) Shutdown(ctx context.Context) error {
+	f.stopAccepting()
+	return f.srv.ShutdownWithContext(ctx)
+}
+
+// Close stops accepting and closes fasthttp's connections.
+func (f *Front) Close() error {
+	f.stopAccepting()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // no wait: the connections close at once
+	_ = f.srv.ShutdownWithContext(ctx)
+	return nil
+}
+
+// h2Preface is how a connection of HTTP/2 with prior knowledge (h2c)
+// starts; no HTTP/1 request starts so.
+const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+// sniff reads the first bytes of c, within ReadHeaderTimeout, and gives it
+// to the server of its protocol.
+func (f *Front) sniff(c net.Conn) {
+	if d := f.cfg.ReadHeaderTimeout; d > 0 {
+		_ = c.SetReadDeadline(time.Now().Add(d))
+	}
+	buf := make([]byte, 0, 1024)
+	for {
+		n, err := c.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if len(buf) >= 4 || (len(buf) > 0 && !bytes.HasPrefix([]byte(h2Preface), buf)) {
+			break
+		}
+		if err != nil { // nothing said: closed, or too slow to start
+			c.Close()
+			return
+		}
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if bytes.HasPrefix(buf, []byte(h2Preface[:4])) {
+		f.netLn.push(&prefixConn{Conn: c, prefix: buf})
+		return
+	}
+	fc := &fastConn{prefixConn: prefixConn{Conn: c, prefix: buf}, remote: c.RemoteAddr().String()}
+	fc.ctx = context.Background()
+	if f.cfg.ConnContext != nil {
+		fc.ctx = f.cfg.ConnContext(fc.ctx, c)
+	}
+	f.fastLn.push(fc)
+}
+
+// prefixConn is a connection whose first bytes were read already.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (c *prefixConn) Read(p []byte) (int, error) {
+	if len(c.prefix) > 0 {
+		n := copy(p, c.prefix)
+		c.prefix = c.prefix[n:]
+		if len(c.prefix) == 0 {
+			c.prefix = nil
+		}
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// fastConn is a connection fasthttp serves, with what its requests reuse.
+type fastConn struct {
+	prefixConn
+	remote string
+	ctx    context.Context
+	ex     *exchange // made at the first fast request
+	// linger is set when the server closes the connection on a client
+	// that may still be sending a body (413): Close then shuts the write
+	// side and reads out what comes for a moment before it closes, as
+	// net/http does, so that the answer is not lost to a reset.
+	linger atomic.Bool
+}
+
+// lingerFor is how long Close reads out a lingering connection (net/http's
+// rstAvoidanceDelay), lingerMax the most it reads.
+const (
+	lingerFor = 500 * time.Millisecond
+	lingerMax = 256 << 10
+)
+
+func (c *fastConn) Close() error {
+	if !c.linger.Load() {
+		return c.Conn.Close()
+	}
+	tc, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok {
+		return c.Conn.Close()
+	}
+	_ = tc.CloseWrite()
+	go func() {
+		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerFor))
+		_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, lingerMax))
+		c.Conn.Close()
+	}()
+	return nil
+}
+
+// requestError answers a request fasthttp could not read, in JSON as the
+// handlers answer; fasthttp closes the connection after it.
+func (f *Front) requestError(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var ne net.Error
+	switch {
+	case errors.As(err, &small):
+		answer(ctx, http.StatusRequestHeaderFieldsTooLarge, fmt.Sprintf("request header larger than %d bytes, the limit", f.srv.ReadBufferSize))
+	case errors.As(err, &ne) && ne.Timeout():
+		msg := fmt.Sprintf("request not received within the read timeout (its header within %s", f.cfg.ReadHeaderTimeout)
+		if f.cfg.BodyStartTimeout > 0 {
+			msg += fmt.Sprintf(", the first byte of its body within %s", f.cfg.BodyStartTimeout)
+		}
+		answer(ctx, http.StatusRequestTimeout, msg+")")
+	default:
+		answer(ctx, http.StatusBadRequest, "malformed HTTP request: "+err.Error())
+	}
+}
+
+// serve is fasthttp's handler.
+func (f *Front) serve(ctx *fasthttp.RequestCtx) {
+	if f.cfg.BodyStartTimeout > 0 && hasBody(&ctx.Request.Header) {
+		// The first byte of the body came (fasthttp read it ahead): the
+		// rest of the request has ReadTimeout.
+		var dl time.Time
+		if f.cfg.ReadTimeout > 0 {
+			dl = time.Now().Add(f.cfg.ReadTimeout)
+		}
+		_ = ctx.SetReadDeadline(dl)
+	}
+	fc, ok := ctx.Conn().(*fastConn)
+	target := ctx.Request.Header.RequestURI()
+	path := target
+	if i := bytes.IndexByte(target, '?'); i >= 0 {
+		path = target[:i]
+	}
+	p, fast := f.fast[string(path)]
+	if !ok || !fast {
+		f.handoff(ctx)
+		return
+	}
+	if fc.ex == nil {
+		fc.ex = newExchange(fc)
+	}
+	ex := fc.ex
+	ex.reset(ctx, p, target)
+	defer ex.done()
+	f.cfg.Handler.ServeHTTP(&ex.w, &ex.r)
+	ex.w.finish()
+}
+
+// handoff passes the connection of ctx's request over to the net/http
+// server, with the request written out again before what the client sends
+// next. The body is read whole first (fasthttp took its first bytes).
+func (f *Front) handoff(ctx *fasthttp.RequestCtx) {
+	h := &ctx.Request.Header
+	var body []byte
+	if hasBody(h) {
+		limit := f.cfg.MaxHandoffBody
+		if limit <= 0 {
+			limit = 1 << 20
+		}
+		var err error
+		body, err = io.ReadAll(io.LimitReader(ctx.RequestBodyStream(), limit+1))
+		switch {
+		case err != nil:
+			fail(ctx, http.StatusBadRequest, "reading the body: "+err.Error())
+			return
+		case int64(len(body)) > limit:
+			fail(ctx, http.StatusRequestEntityTooLarge, fmt.Sprintf("body exceeds %d bytes, the limit", limit))
+			return
+		}
+		h.SetContentLength(len(body)) // and no Transfer-Encoding
+	}
+	raw := h.AppendBytes(make([]byte, 0, 512+len(body)))
+	f.hijack(ctx, append(raw, body...))
+}
+
+// expect hands a request with Expect: 100-continue, of which nothing but
+// the header was read, over to net/http (see New).
+func (f *Front) expect(ctx *fasthttp.RequestCtx) int {
+	f.hijack(ctx, ctx.Request.Header.AppendBytes(nil))
+	return http.StatusExpectationFailed // not sent: hijacked without a response
+}
+
+// hijack has fasthttp pass ctx's connection, once done with it, to the
+// net/http server, with raw before what the client sends next.
+func (f *Front) hijack(ctx *fasthttp.RequestCtx, raw []byte) {
+	ctx.HijackSetNoResponse(true)
+	ctx.Hijack(func(c net.Conn) {
+		f.netLn.push(&prefixConn{Conn: c, prefix: raw})
+	})
+}
+
+// hasBody reports whether the request of h has a body (fasthttp gives a
+// GET or HEAD none).
+func hasBody(h *fasthttp.RequestHeader) bool {
+	cl := h.ContentLength()
+	return cl != 0 && cl != -2 && !h.IsGet() && !h.IsHead()
+}
+
+// fail answers a request fasthttp cannot hand over, and ends its
+// connection.
+func fail(ctx *fasthttp.RequestCtx, status int, msg string) {
+	answer(ctx, status, msg)
+	closeLingering(ctx)
+}
+
+// closeLingering has fasthttp close ctx's connection after the answer,
+// reading out for a moment what the client still sends (fastConn.linger).
+func closeLingering(ctx *fasthttp.RequestCtx) {
+	ctx.SetConnectionClose()
+	if fc, ok := ctx.Conn().(*fastConn); ok {
+		fc.linger.Store(true)
+	}
+}
+
+// answer answers {"error": msg}.
+func answer(ctx *fasthttp.RequestCtx, status int, msg string) {
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	ctx.Response.Reset()
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.SetBody(append(b, '\n'))
+}
+
+// chanListener is a net.Listener of connections pushed to it.
+type chanListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newChanListener() *chanListener {
+	return &chanListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// push hands c to Accept, or closes it when the listener is closed.
+func (l *chanListener) push(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.done:
+		c.Close()
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return chanAddr{} }
+
+type chanAddr struct{}
+
+func (chanAddr) Network() string { return "fastfront" }
+func (chanAddr) String() string  { return "fastfront" }
+
+// fastLogger logs fasthttp's messages (connections that failed: broken
+// requests, timeouts) at warn, at most once per logEvery with a count, as
+// a client can cause one per connection.
+type fastLogger struct{ l *ratelog.Limiter }
+
+const logEvery = 10 * time.Second
+
+func (l fastLogger) Printf(format string, args ...any) {
+	l.l.Log("err", fmt.Sprintf(format, args...))
+}
