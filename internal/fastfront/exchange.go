@@ -23,6 +23,14 @@ type exchange struct {
 	// allocation per request, cut into the header's values.
 	text  []byte
 	slots []string // the header's []string values, cut from one slab
+	refs  []headerRef
+}
+
+// headerRef is one header line of text: its common name, or the length of
+// its name in text, and the length of its value.
+type headerRef struct {
+	key        string
+	klen, vlen int
 }
 
 func newExchange(fc *fastConn) *exchange {
@@ -42,41 +50,41 @@ func (ex *exchange) reset(ctx *fasthttp.RequestCtx, path string, target []byte) 
 	h := &ctx.Request.Header
 	r := &ex.r
 	clear(r.Header)
-	// One string of every header name and value that is not a common
-	// name, then the target.
+	// One string of every header name that is not a common one and of
+	// every value, then the target; refs says how to cut it.
 	t := ex.text[:0]
-	n := 0
+	refs := ex.refs[:0]
 	for k, v := range h.All() {
-		if commonHeader(k) == "" {
+		ref := headerRef{key: commonHeader(k), vlen: len(v)}
+		if ref.key == "" {
 			t = append(t, k...)
+			ref.klen = len(k)
 		}
 		t = append(t, v...)
-		n++
+		refs = append(refs, ref)
 	}
 	t = append(t, target...)
-	ex.text = t
+	ex.text, ex.refs = t, refs
 	s := string(t)
-	if cap(ex.slots) < n {
-		ex.slots = make([]string, n)
+	if cap(ex.slots) < len(refs) {
+		ex.slots = make([]string, len(refs))
 	}
-	slots := ex.slots[:n]
+	slots := ex.slots[:len(refs)]
 	off := 0
-	i := 0
-	for k, v := range h.All() {
-		key := commonHeader(k)
+	for i, ref := range refs {
+		key := ref.key
 		if key == "" {
-			key = s[off : off+len(k)]
-			off += len(k)
+			key = s[off : off+ref.klen]
+			off += ref.klen
 		}
-		val := s[off : off+len(v)]
-		off += len(v)
+		val := s[off : off+ref.vlen]
+		off += ref.vlen
 		if vs, ok := r.Header[key]; ok {
 			r.Header[key] = append(vs, val)
 		} else {
 			slots[i] = val
 			r.Header[key] = slots[i : i+1 : i+1]
 		}
-		i++
 	}
 	rawTarget := s[off:]
 

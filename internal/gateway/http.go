@@ -99,23 +99,44 @@ var unlimited = map[string]bool{"/healthz": true, "/readyz": true}
 // most of the call's memory (TestRPCStackPerWaitingCall): keep it small,
 // the refusal out of line.
 func limitRequests(cfg Config, h http.Handler) http.Handler {
-	limit := int64(cfg.maxRequests())
-	var inFlight atomic.Int64
-	retry := strconv.Itoa(int((cfg.Ingest.RetryAfter + time.Second - 1) / time.Second))
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if cfg.ResponseWriteTimeout > 0 {
-			w = &deadlineWriter{ResponseWriter: w, d: cfg.ResponseWriteTimeout}
+	return &limited{h: h, limit: int64(cfg.maxRequests()), writeTimeout: cfg.ResponseWriteTimeout,
+		retry: strconv.Itoa(int((cfg.Ingest.RetryAfter + time.Second - 1) / time.Second))}
+}
+
+func (l *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if l.writeTimeout > 0 {
+		w = &deadlineWriter{ResponseWriter: w, d: l.writeTimeout}
+	}
+	l.serve(w, r)
+}
+
+// limited is the state of limitRequests.
+type limited struct {
+	h            http.Handler
+	limit        int64
+	inFlight     atomic.Int64
+	writeTimeout time.Duration
+	retry        string
+}
+
+func (l *limited) serve(w http.ResponseWriter, r *http.Request) {
+	if !unlimited[r.URL.Path] {
+		if l.inFlight.Add(1) > l.limit {
+			l.inFlight.Add(-1)
+			refuseRequest(w, l.limit, l.retry)
+			return
 		}
-		if !unlimited[r.URL.Path] {
-			if inFlight.Add(1) > limit {
-				inFlight.Add(-1)
-				refuseRequest(w, limit, retry)
-				return
-			}
-			defer inFlight.Add(-1)
-		}
-		h.ServeHTTP(w, r)
-	})
+		defer l.inFlight.Add(-1)
+	}
+	l.h.ServeHTTP(w, r)
+}
+
+// fastHandler is the handler of srv (newServerTLS) for the fasthttp front:
+// the same limit on requests at once, counted together, but no
+// deadlineWriter, as the front writes every answer under
+// ResponseWriteTimeout itself (fastfront.Config.WriteTimeout).
+func fastHandler(srv *http.Server) http.Handler {
+	return http.HandlerFunc(srv.Handler.(*limited).serve)
 }
 
 // refuseRequest answers a request past --max-requests.
@@ -215,7 +236,7 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 	if !lns[0].tls && g.cfg.HTTPFront != FrontNetHTTP {
 		front = fastfront.New(fastfront.Config{
 			Fast:              ingest.Paths(),
-			Handler:           srv.Handler,
+			Handler:           fastHandler(srv),
 			ConnContext:       membudget.ConnContext,
 			ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
 			ReadTimeout:       g.cfg.ReadTimeout,
