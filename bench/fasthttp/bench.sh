@@ -9,7 +9,8 @@
 #                    event.Batch, inlet's Kafka producer with acks=all, waiting for
 #                    the request's acks) behind net/http
 #   ingest-fasthttp  frontbench --front fasthttp: the same code behind fasthttp
-#   inlet-kafka      inlet serve --ack kafka
+#   inlet-kafka      inlet serve --ack kafka (ingest on its fasthttp front)
+#   inlet-kafka-nethttp  inlet serve --ack kafka --http-front nethttp
 #
 # Pinning as scripts/bench.sh: each server on core 0 with GOMAXPROCS=1;
 # Kafka and the load (inlet bench http, closed loop of CONNS connections,
@@ -79,13 +80,15 @@ BROKERS="$(taskset -c 1 scripts/kafka.sh start | tail -n 1)"
 KAFKA_PID="$(cat "$KAFKA_DIR/kafka.pid")"
 HZ="$(getconf CLK_TCK)"
 
-SERVERS=(noop-nethttp noop-fasthttp ingest-nethttp ingest-fasthttp inlet-kafka)
+# SERVERS (a space-separated subset, in this order) picks the servers.
+read -r -a SERVERS <<<"${SERVERS:-noop-nethttp noop-fasthttp ingest-nethttp ingest-fasthttp inlet-kafka inlet-kafka-nethttp}"
 declare -A LABEL=(
 	[noop-nethttp]="no-op net/http (cmd/noop)"
 	[noop-fasthttp]="no-op fasthttp"
 	[ingest-nethttp]="ingest work on net/http"
 	[ingest-fasthttp]="ingest work on fasthttp"
 	[inlet-kafka]="inlet serve --ack kafka"
+	[inlet-kafka-nethttp]="inlet serve --ack kafka --http-front nethttp"
 )
 
 # server_cmd NAME PORT RUN: the command line of a server.
@@ -97,6 +100,7 @@ server_cmd() {
 	ingest-nethttp) echo "$WORK/frontbench --front nethttp --listen 127.0.0.1:$port --brokers $BROKERS --topic bench-ingest-nethttp" ;;
 	ingest-fasthttp) echo "$WORK/frontbench --front fasthttp --listen 127.0.0.1:$port --brokers $BROKERS --topic bench-ingest-fasthttp" ;;
 	inlet-kafka) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
+	inlet-kafka-nethttp) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --http-front nethttp --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
 	esac
 }
 
@@ -199,12 +203,19 @@ cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
 			"$(awk '{ printf "%s%s%%", (NR > 1 ? " " : ""), $7 }' "$f")" "$(awk '{ n += $8 } END { print n }' "$f")"
 	done
 	echo
-	awk -v i="${CPU[inlet-kafka]}" -v n="${CPU[ingest-nethttp]}" -v f="${CPU[ingest-fasthttp]}" -v o="${CPU[noop-nethttp]}" \
-		-v ri="${RPS[inlet-kafka]}" -v ro="${RPS[noop-nethttp]}" 'BEGIN {
-		printf "The fasthttp front saves %.1f µs of server CPU per request on the same ingest work (%.1f on net/http, %.1f on fasthttp: %.0f%%).", n - f, n, f, 100 * (n - f) / n
-		e = i - (n - f)
-		printf " Taken off inlet serve --ack kafka (%.1f µs), that is %.1f µs per request: about %.2fx the net/http no-op'"'"'s req/s, against %.2fx measured (goal: 0.45x).\n", i, e, o / e, ri / ro
-	}'
+	if [ -n "${CPU[ingest-nethttp]:-}" ] && [ -n "${CPU[ingest-fasthttp]:-}" ] && [ -n "${CPU[inlet-kafka]:-}" ]; then
+		awk -v i="${CPU[inlet-kafka]}" -v n="${CPU[ingest-nethttp]}" -v f="${CPU[ingest-fasthttp]}" -v o="${CPU[noop-nethttp]}" \
+			-v ri="${RPS[inlet-kafka]}" -v ro="${RPS[noop-nethttp]}" 'BEGIN {
+			printf "The fasthttp front saves %.1f µs of server CPU per request on the same ingest work (%.1f on net/http, %.1f on fasthttp: %.0f%%).", n - f, n, f, 100 * (n - f) / n
+			e = i - (n - f)
+			printf " Taken off inlet serve --ack kafka (%.1f µs), that is %.1f µs per request: about %.2fx the net/http no-op'"'"'s req/s, against %.2fx measured (goal: 0.45x).\n", i, e, o / e, ri / ro
+		}'
+	fi
+	if [ -n "${CPU[inlet-kafka]:-}" ] && [ -n "${CPU[inlet-kafka-nethttp]:-}" ]; then
+		awk -v f="${CPU[inlet-kafka]}" -v n="${CPU[inlet-kafka-nethttp]}" -v rf="${RPS[inlet-kafka]}" -v rn="${RPS[inlet-kafka-nethttp]}" 'BEGIN {
+			printf "inlet serve --ack kafka on its fasthttp front: %.1f µs of server CPU per request against %.1f with --http-front nethttp (%.2fx); %.0f req/s against %.0f (%.2fx).\n", f, n, f / n, rf, rn, rf / rn
+		}'
+	fi
 	echo
 	echo "\"other work\": CPU that processes other than the server, Kafka and the load generator took during each round's window, in % of a core. \"failed\": answers other than 2xx and client errors, over the rounds."
 	echo

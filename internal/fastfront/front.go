@@ -129,11 +129,10 @@ func New(cfg Config) *Front {
 		// is refused before the client sends the body. fasthttp would send
 		// 100 before the handler runs.
 		ExpectHandler: f.expect,
-		// The header must fit the read buffer; ReduceMemoryUsage gives
-		// the buffer back between requests, so that an idle connection
-		// holds none.
-		ReadBufferSize:    max(cfg.MaxHeaderBytes, 4096),
-		ReduceMemoryUsage: true,
+		// The header must fit the read buffer, which each connection
+		// keeps (ReduceMemoryUsage would give it back between requests
+		// at the cost of a read syscall of one byte per request).
+		ReadBufferSize: max(cfg.MaxHeaderBytes, 4096),
 		// The handler reads the body, into buffers charged to its memory
 		// budget and under its own deadlines (the body idle timeout):
 		// fasthttp streams every body larger than MaxRequestBodySize, and
