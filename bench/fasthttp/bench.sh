@@ -11,6 +11,7 @@
 #   ingest-fasthttp  frontbench --front fasthttp: the same code behind fasthttp
 #   inlet-kafka      inlet serve --ack kafka (ingest on its fasthttp front)
 #   inlet-kafka-nethttp  inlet serve --ack kafka --http-front nethttp
+#   inlet-spool, inlet-spool-nethttp  the same with --ack spool (not run by default)
 #
 # Pinning as scripts/bench.sh: each server on core 0 with GOMAXPROCS=1;
 # Kafka and the load (inlet bench http, closed loop of CONNS connections,
@@ -89,6 +90,8 @@ declare -A LABEL=(
 	[ingest-fasthttp]="ingest work on fasthttp"
 	[inlet-kafka]="inlet serve --ack kafka"
 	[inlet-kafka-nethttp]="inlet serve --ack kafka --http-front nethttp"
+	[inlet-spool]="inlet serve --ack spool"
+	[inlet-spool-nethttp]="inlet serve --ack spool --http-front nethttp"
 )
 
 # server_cmd NAME PORT RUN: the command line of a server.
@@ -100,6 +103,8 @@ server_cmd() {
 	ingest-nethttp) echo "$WORK/frontbench --front nethttp --listen 127.0.0.1:$port --brokers $BROKERS --topic bench-ingest-nethttp" ;;
 	ingest-fasthttp) echo "$WORK/frontbench --front fasthttp --listen 127.0.0.1:$port --brokers $BROKERS --topic bench-ingest-fasthttp" ;;
 	inlet-kafka) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
+	inlet-spool) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack spool --topic bench-spool --data-dir $WORK/data-$run --log-level warn" ;;
+	inlet-spool-nethttp) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack spool --http-front nethttp --topic bench-spool --data-dir $WORK/data-$run --log-level warn" ;;
 	inlet-kafka-nethttp) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --http-front nethttp --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
 	esac
 }
