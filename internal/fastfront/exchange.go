@@ -277,6 +277,10 @@ func (w *writer) finish() {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
+	if _, ok := w.h["Content-Type"]; !ok && len(w.ctx.Response.Body()) > 0 {
+		// As net/http: the type of a body its handler did not name.
+		w.ctx.Response.Header.SetContentType(http.DetectContentType(w.ctx.Response.Body()))
+	}
 	if w.ctx.IsHead() {
 		if n := max(len(w.ctx.Response.Body()), w.headLength); n > 0 {
 			w.ctx.Response.Header.SetContentLength(n)

@@ -18,6 +18,12 @@
 //     net/http server (the request written out again, its body read first,
 //     up to Config.MaxHandoffBody), which serves it and all that follow.
 //
+// fasthttp answers Expect: 100-continue before the handler runs (but for a
+// body announced larger than Config.MaxFastBody: 413 at once), so a client
+// that waits for it sends its body even when the handler refuses the
+// request on its header (401). Only chunked is taken as a
+// Transfer-Encoding (501 otherwise, as net/http).
+//
 // The fast paths run the same http.Handler as net/http does, through an
 // adapter that gives it an *http.Request and an http.ResponseWriter reused
 // per connection: the handler's code, limits and answers are the same on
@@ -26,8 +32,10 @@
 // when the handler returns (Flush does nothing); Hijack is not offered;
 // http.ResponseController's SetReadDeadline and SetWriteDeadline work.
 // The request's context carries what Config.ConnContext put in the
-// connection's; it is not cancelled when the client goes away (fasthttp
-// does not read while the handler runs), only when the connection ends.
+// connection's; it is cancelled when the connection closes, not when the
+// client goes away (fasthttp does not read while the handler runs) nor when
+// the handler returns. Several Cookie lines reach the handler as one (as
+// fasthttp joins them), and the Date of an answer is fasthttp's.
 package fastfront
 
 import (
@@ -78,6 +86,11 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a request's header (431 past it).
 	MaxHeaderBytes int
+	// MaxFastBody, when set, is the largest Content-Length of a fast
+	// path's request that asks for 100-continue: a larger one is answered
+	// 413 at once, so that the client does not send it. (The handler
+	// enforces its own limit on every body.)
+	MaxFastBody int64
 	// MaxHandoffBody bounds the body of a request handed over to net/http,
 	// which is read whole before the handover (413 past it).
 	MaxHandoffBody int64
@@ -97,6 +110,9 @@ type Front struct {
 	mu     sync.Mutex
 	ln     net.Listener // what Serve accepts from
 	closed bool
+	// conns are the connections being told apart and fasthttp's (until
+	// they close), for Close.
+	conns map[net.Conn]struct{}
 }
 
 // New returns a Front for cfg.
@@ -123,11 +139,8 @@ func New(cfg Config) *Front {
 			return fasthttp.RequestConfig{ReadTimeout: cmp.Or(cfg.BodyStartTimeout, cfg.ReadTimeout), MaxRequestBodySize: noReadAhead}
 		},
 		ErrorHandler: f.requestError,
-		// A request that asks for 100-continue goes to net/http with its
-		// connection: net/http sends 100 when the handler reads the body,
-		// so that a request refused on its header (401 before the body)
-		// is refused before the client sends the body. fasthttp would send
-		// 100 before the handler runs.
+		// fasthttp answers 100-continue before the handler runs; a fast
+		// path's body over MaxFastBody is refused before it (expect).
 		ExpectHandler: f.expect,
 		// The header must fit the read buffer, which each connection
 		// keeps (ReduceMemoryUsage would give it back between requests
@@ -224,13 +237,41 @@ func (f *Front) Shutdown(ctx context.Context) error {
 	return f.srv.ShutdownWithContext(ctx)
 }
 
-// Close stops accepting and closes fasthttp's connections.
+// Close stops accepting and closes every connection of fasthttp's, and
+// those not yet told apart, at once.
 func (f *Front) Close() error {
 	f.stopAccepting()
 	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // no wait: the connections close at once
+	cancel() // no wait
 	_ = f.srv.ShutdownWithContext(ctx)
+	f.mu.Lock()
+	conns := f.conns
+	f.conns = nil
+	f.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
 	return nil
+}
+
+// track records c as one of the front's (false once closed).
+func (f *Front) track(c net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	if f.conns == nil {
+		f.conns = map[net.Conn]struct{}{}
+	}
+	f.conns[c] = struct{}{}
+	return true
+}
+
+func (f *Front) untrack(c net.Conn) {
+	f.mu.Lock()
+	delete(f.conns, c)
+	f.mu.Unlock()
 }
 
 // h2Preface is how a connection of HTTP/2 with prior knowledge (h2c)
@@ -240,7 +281,11 @@ const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 // sniff reads the first bytes of c, within ReadHeaderTimeout, and gives it
 // to the server of its protocol.
 func (f *Front) sniff(c net.Conn) {
-	if d := f.cfg.ReadHeaderTimeout; d > 0 {
+	if !f.track(c) {
+		c.Close()
+		return
+	}
+	if d := cmp.Or(f.cfg.ReadHeaderTimeout, f.cfg.ReadTimeout); d > 0 {
 		_ = c.SetReadDeadline(time.Now().Add(d))
 	}
 	buf := make([]byte, 0, 1024)
@@ -251,17 +296,19 @@ func (f *Front) sniff(c net.Conn) {
 			break
 		}
 		if err != nil { // nothing said: closed, or too slow to start
+			f.untrack(c)
 			c.Close()
 			return
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	if bytes.HasPrefix(buf, []byte(h2Preface[:4])) {
+		f.untrack(c) // net/http's
 		f.netLn.push(&prefixConn{Conn: c, prefix: buf})
 		return
 	}
-	fc := &fastConn{prefixConn: prefixConn{Conn: c, prefix: buf}, remote: c.RemoteAddr().String()}
-	fc.ctx = context.Background()
+	fc := &fastConn{prefixConn: prefixConn{Conn: c, prefix: buf}, remote: c.RemoteAddr().String(), front: f}
+	fc.ctx, fc.cancel = context.WithCancel(context.Background())
 	if f.cfg.ConnContext != nil {
 		fc.ctx = f.cfg.ConnContext(fc.ctx, c)
 	}
@@ -297,6 +344,9 @@ type fastConn struct {
 	// side and reads out what comes for a moment before it closes, as
 	// net/http does, so that the answer is not lost to a reset.
 	linger atomic.Bool
+	front  *Front
+	cancel context.CancelFunc
+	closed atomic.Bool
 }
 
 // lingerFor is how long Close reads out a lingering connection (net/http's
@@ -307,6 +357,11 @@ const (
 )
 
 func (c *fastConn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.cancel()
+	c.front.untrack(c.Conn)
 	if !c.linger.Load() {
 		return c.Conn.Close()
 	}
@@ -353,13 +408,16 @@ func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 		}
 		_ = ctx.SetReadDeadline(dl)
 	}
+	if h := &ctx.Request.Header; h.ContentLength() >= 0 && hasTransferEncoding(h.RawHeaders()) {
+		// Transfer-Encoding: identity, which fasthttp drops and frames the
+		// body by its Content-Length: a body whose length a proxy before
+		// inlet may read otherwise (RFC 9112, 6.3). As net/http: 501.
+		fail(ctx, http.StatusNotImplemented, "Transfer-Encoding other than chunked is not supported: send chunked or a Content-Length")
+		return
+	}
 	fc, ok := ctx.Conn().(*fastConn)
 	target := ctx.Request.Header.RequestURI()
-	path := target
-	if i := bytes.IndexByte(target, '?'); i >= 0 {
-		path = target[:i]
-	}
-	p, fast := f.fast[string(path)]
+	p, fast := f.fast[string(targetPath(target))]
 	if !ok || !fast {
 		f.handoff(ctx)
 		return
@@ -397,15 +455,23 @@ func (f *Front) handoff(ctx *fasthttp.RequestCtx) {
 		}
 		h.SetContentLength(len(body)) // and no Transfer-Encoding
 	}
+	h.Del("Expect") // fasthttp answered 100-continue already
 	raw := h.AppendBytes(make([]byte, 0, 512+len(body)))
 	f.hijack(ctx, append(raw, body...))
 }
 
-// expect hands a request with Expect: 100-continue, of which nothing but
-// the header was read, over to net/http (see New).
+// expect decides on a request with Expect: 100-continue before fasthttp
+// sends 100: a fast path's body announced larger than MaxFastBody is
+// answered 413 (and the connection closed) without being read.
 func (f *Front) expect(ctx *fasthttp.RequestCtx) int {
-	f.hijack(ctx, ctx.Request.Header.AppendBytes(nil))
-	return http.StatusExpectationFailed // not sent: hijacked without a response
+	h := &ctx.Request.Header
+	if _, fast := f.fast[string(targetPath(h.RequestURI()))]; fast && f.cfg.MaxFastBody > 0 {
+		if cl := h.ContentLength(); cl > 0 && int64(cl) > f.cfg.MaxFastBody {
+			answer(ctx, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is %d bytes; the limit is %d", cl, f.cfg.MaxFastBody))
+			return http.StatusRequestEntityTooLarge
+		}
+	}
+	return http.StatusContinue
 }
 
 // hijack has fasthttp pass ctx's connection, once done with it, to the
@@ -417,11 +483,37 @@ func (f *Front) hijack(ctx *fasthttp.RequestCtx, raw []byte) {
 	})
 }
 
-// hasBody reports whether the request of h has a body (fasthttp gives a
-// GET or HEAD none).
+// hasBody reports whether the request of h has a body, of any method:
+// fasthttp reads the first byte of one ahead whenever it is framed.
 func hasBody(h *fasthttp.RequestHeader) bool {
 	cl := h.ContentLength()
-	return cl != 0 && cl != -2 && !h.IsGet() && !h.IsHead()
+	return cl > 0 || cl == -1
+}
+
+// hasTransferEncoding reports whether the raw header has a
+// Transfer-Encoding line.
+func hasTransferEncoding(raw []byte) bool {
+	const name = "transfer-encoding:"
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if len(line) >= len(name) && (line[0] == 't' || line[0] == 'T') && bytes.EqualFold(line[:len(name)], []byte(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// targetPath is the path of a request target.
+func targetPath(target []byte) []byte {
+	if i := bytes.IndexByte(target, '?'); i >= 0 {
+		return target[:i]
+	}
+	return target
 }
 
 // fail answers a request fasthttp cannot hand over, and ends its

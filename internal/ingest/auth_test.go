@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -226,6 +227,11 @@ func TestAuthRefused(t *testing.T) {
 // client gave up waiting (ExpectContinueTimeout) and sent it.
 func TestAuthBeforeBody(t *testing.T) {
 	t.Parallel()
+	if os.Getenv("INLET_TEST_HTTP_FRONT") == "fasthttp" {
+		// fasthttp sends 100 before the handler runs (package fastfront):
+		// the client sends its body, which the handler still does not read.
+		t.Skip("the fasthttp front answers 100-continue before the handler")
+	}
 	h := newHarness(t, nil, WithAuth(newFakeAuth()))
 	tr := h.srv.Client().Transport.(*http.Transport).Clone()
 	tr.ExpectContinueTimeout = 30 * time.Second
