@@ -18,11 +18,11 @@
 //     net/http server (the request written out again, its body read first,
 //     up to Config.MaxHandoffBody), which serves it and all that follow.
 //
-// fasthttp answers Expect: 100-continue before the handler runs (but for a
-// body announced larger than Config.MaxFastBody: 413 at once), so a client
-// that waits for it sends its body even when the handler refuses the
-// request on its header (401). Only chunked is taken as a
-// Transfer-Encoding (501 otherwise, as net/http).
+// fasthttp answers Expect: 100-continue before the handler runs; what the
+// header alone decides is asked first (Config.MaxFastBody, Config.Precheck),
+// so that a request refused on its header (401, 413) is answered without
+// its body being sent. Only chunked is taken as a Transfer-Encoding (501
+// otherwise, as net/http).
 //
 // The fast paths run the same http.Handler as net/http does, through an
 // adapter that gives it an *http.Request and an http.ResponseWriter reused
@@ -91,6 +91,12 @@ type Config struct {
 	// 413 at once, so that the client does not send it. (The handler
 	// enforces its own limit on every body.)
 	MaxFastBody int64
+	// Precheck, when set, is called for a fast path's request with Expect:
+	// 100-continue before fasthttp sends 100, with the header alone (no
+	// body): it answers a request it refuses through w and returns false,
+	// and the client is spared sending the body (the connection closes);
+	// true goes on (Handler runs once the body comes).
+	Precheck func(w http.ResponseWriter, r *http.Request) bool
 	// MaxHandoffBody bounds the body of a request handed over to net/http,
 	// which is read whole before the handover (413 past it).
 	MaxHandoffBody int64
@@ -462,16 +468,38 @@ func (f *Front) handoff(ctx *fasthttp.RequestCtx) {
 
 // expect decides on a request with Expect: 100-continue before fasthttp
 // sends 100: a fast path's body announced larger than MaxFastBody is
-// answered 413 (and the connection closed) without being read.
+// answered 413, and one Precheck refuses is answered as it says, both
+// without the body being sent (the connection then closes).
 func (f *Front) expect(ctx *fasthttp.RequestCtx) int {
 	h := &ctx.Request.Header
-	if _, fast := f.fast[string(targetPath(h.RequestURI()))]; fast && f.cfg.MaxFastBody > 0 {
-		if cl := h.ContentLength(); cl > 0 && int64(cl) > f.cfg.MaxFastBody {
-			answer(ctx, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is %d bytes; the limit is %d", cl, f.cfg.MaxFastBody))
-			return http.StatusRequestEntityTooLarge
-		}
+	target := h.RequestURI()
+	p, fast := f.fast[string(targetPath(target))]
+	if !fast {
+		return http.StatusContinue
 	}
-	return http.StatusContinue
+	if cl := h.ContentLength(); f.cfg.MaxFastBody > 0 && cl > 0 && int64(cl) > f.cfg.MaxFastBody {
+		answer(ctx, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is %d bytes; the limit is %d", cl, f.cfg.MaxFastBody))
+		closeLingering(ctx)
+		return http.StatusRequestEntityTooLarge
+	}
+	fc, ok := ctx.Conn().(*fastConn)
+	if f.cfg.Precheck == nil || !ok {
+		return http.StatusContinue
+	}
+	if fc.ex == nil {
+		fc.ex = newExchange(fc)
+	}
+	ex := fc.ex
+	ex.reset(ctx, p, target)
+	ex.r.Body = http.NoBody // not asked for yet
+	defer ex.done()
+	if f.cfg.Precheck(&ex.w, &ex.r) {
+		ctx.Response.Reset()
+		return http.StatusContinue
+	}
+	ex.w.finish()
+	closeLingering(ctx)
+	return ctx.Response.StatusCode()
 }
 
 // hijack has fasthttp pass ctx's connection, once done with it, to the

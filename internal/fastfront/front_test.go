@@ -291,6 +291,57 @@ func TestExpectContinue(t *testing.T) {
 	}
 }
 
+// TestPrecheck: a fast path's request with Expect: 100-continue is put to
+// Precheck on its header alone: refused, it is answered without a 100 (the
+// body is never asked for) and the connection closes; let through, the
+// client gets 100 and the handler the body.
+func TestPrecheck(t *testing.T) {
+	var checked []string
+	precheck := func(w http.ResponseWriter, r *http.Request) bool {
+		checked = append(checked, r.URL.Path)
+		if r.ContentLength != 5 || r.Header.Get("Expect") == "" {
+			t.Errorf("Precheck saw Content-Length %d, Expect %q", r.ContentLength, r.Header.Get("Expect"))
+		}
+		if r.Header.Get("Authorization") == "" {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, "credentials needed", http.StatusUnauthorized)
+			return false
+		}
+		return true
+	}
+	addr, _, _ := start(t, Config{Precheck: precheck})
+	c := dial(t, addr)
+	c.send("POST /fast HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+	resp, _ := c.answer() // a 100 first would be skipped by ReadResponse: see the status line below
+	if resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("WWW-Authenticate") != "Bearer" {
+		t.Fatalf("refused by Precheck: %d (WWW-Authenticate %q), want 401 with its challenge", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
+	if !c.closed() {
+		t.Error("the connection stayed open after a refusal whose body the client may still send")
+	}
+	c = dial(t, addr)
+	c.send("POST /fast HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+	if line, err := c.r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("let through by Precheck: want 100 Continue first, got %q (%v)", line, err)
+	}
+	if _, err := c.r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	c.send("hello")
+	if resp, s := c.answer(); resp.StatusCode != 200 || s.Body != "hello" || s.Server != "fasthttp" {
+		t.Fatalf("%d by %s with body %q, want 200 by fasthttp with \"hello\"", resp.StatusCode, s.Server, s.Body)
+	}
+	// Without Expect, or off the fast paths, Precheck is not asked.
+	c = dial(t, addr)
+	c.send("POST /fast HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello")
+	if resp, _ := c.answer(); resp.StatusCode != 200 {
+		t.Fatalf("without Expect: %d", resp.StatusCode)
+	}
+	if len(checked) != 2 {
+		t.Errorf("Precheck was asked %d times (%q), want 2", len(checked), checked)
+	}
+}
+
 func TestHeadAnswerLength(t *testing.T) {
 	addr, _, _ := start(t, Config{})
 	c := dial(t, addr)

@@ -32,7 +32,8 @@ type Gateway struct {
 	lc  lifecycle
 
 	broker *devbroker.Broker // nil with Brokers
-	prod   *kafka.Producer   // events (and, with ack=spool, the forwarder)
+	ingest *ingest.Server
+	prod   *kafka.Producer // events (and, with ack=spool, the forwarder)
 	// batchMax is prod's batch limit: the topics' max.message.bytes when
 	// smaller than the configured one.
 	batchMax int32
@@ -138,6 +139,7 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 		return nil, err
 	}
 	in.Register(mux)
+	g.ingest = in
 	g.cfg.RPC.Budget = in.Budget() // request-reply bodies count against the same bound
 	if err := g.startRPC(brokers, mux); err != nil {
 		return nil, err

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
-	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -227,11 +228,6 @@ func TestAuthRefused(t *testing.T) {
 // client gave up waiting (ExpectContinueTimeout) and sent it.
 func TestAuthBeforeBody(t *testing.T) {
 	t.Parallel()
-	if os.Getenv("INLET_TEST_HTTP_FRONT") == "fasthttp" {
-		// fasthttp sends 100 before the handler runs (package fastfront):
-		// the client sends its body, which the handler still does not read.
-		t.Skip("the fasthttp front answers 100-continue before the handler")
-	}
 	h := newHarness(t, nil, WithAuth(newFakeAuth()))
 	tr := h.srv.Client().Transport.(*http.Transport).Clone()
 	tr.ExpectContinueTimeout = 30 * time.Second
@@ -467,5 +463,66 @@ func TestAuthPreflight(t *testing.T) {
 		"Access-Control-Request-Headers", "authorization, content-type")
 	if r.status != http.StatusNoContent || !strings.Contains(r.header.Get("Access-Control-Allow-Headers"), "Authorization") {
 		t.Fatalf("preflight %s, Allow-Headers %q: want 204 allowing Authorization", r, r.header.Get("Access-Control-Allow-Headers"))
+	}
+}
+
+// TestPrecheck: what the header alone decides, asked before a body is sent
+// (the fasthttp front's 100-continue): refused requests are answered as
+// the route answers them, CORS and metrics included; the rest pass with
+// nothing written.
+func TestPrecheck(t *testing.T) {
+	t.Parallel()
+	s, _, _ := newServer(t, func(c *Config) { c.MaxBodyBytes = 100; c.AllowedOrigins = []string{"https://shop.example"} },
+		WithAuth(newFakeAuth()))
+	s.Register(http.NewServeMux())
+	req := func(path, ct, authorization string, n int64) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, path, http.NoBody)
+		r.ContentLength = n
+		r.Header.Set("Content-Type", ct)
+		r.Header.Set("Origin", "https://shop.example")
+		if authorization != "" {
+			r.Header.Set("Authorization", authorization)
+		}
+		return r
+	}
+	good := basic("web", "web-secret-0123456789")
+	for _, tc := range []struct {
+		name   string
+		r      *http.Request
+		status int // 0: let through
+	}{
+		{"good", req("/v1/batch", "application/json", good, 50), 0},
+		{"good track", req("/v1/track", "text/plain", good, 50), 0},
+		{"no credentials", req("/v1/batch", "application/json", "", 50), http.StatusUnauthorized},
+		{"wrong credentials", req("/v1/track", "application/json", basic("web", "wrong"), 50), http.StatusUnauthorized},
+		{"too large", req("/v1/batch", "application/json", good, 101), http.StatusRequestEntityTooLarge},
+		{"bad type", req("/v1/batch", "image/png", good, 50), http.StatusUnsupportedMediaType},
+		{"not an events path", req("/i.gif", "image/png", "", 50), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			handler := "batch"
+			if tc.r.URL.Path == "/v1/track" {
+				handler = "track"
+			}
+			counter := s.metrics.Requests.WithLabelValues(handler, strconv.Itoa(tc.status))
+			before := testutil.ToFloat64(counter)
+			ok := s.Precheck(w, tc.r)
+			if tc.status == 0 {
+				if !ok || w.Code != http.StatusOK || w.Body.Len() != 0 || len(w.Header()) != 0 {
+					t.Fatalf("let through: %v, wrote %d %q %v", ok, w.Code, w.Body, w.Header())
+				}
+				return
+			}
+			if ok || w.Code != tc.status || !strings.Contains(w.Body.String(), `"error"`) {
+				t.Fatalf("Precheck: %v, answer %d %s; want refused with %d and a JSON error", ok, w.Code, w.Body, tc.status)
+			}
+			if w.Header().Get("Access-Control-Allow-Origin") != "https://shop.example" {
+				t.Errorf("no CORS header on the refusal: %v", w.Header())
+			}
+			if got := testutil.ToFloat64(counter) - before; got != 1 {
+				t.Errorf("inlet_http_requests_total{handler=%q,code=\"%d\"} rose by %v, want 1", handler, tc.status, got)
+			}
+		})
 	}
 }

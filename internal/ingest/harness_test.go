@@ -144,12 +144,18 @@ func newServer(tb testing.TB, edit func(*Config), opts ...Option) (*Server, *rec
 // the rest on the net/http server.
 func serve(tb testing.TB, h http.Handler, tweak func(*http.Server)) *httptest.Server {
 	tb.Helper()
+	return serveFront(tb, h, tweak, nil)
+}
+
+// serveFront is serve with the Precheck the fasthttp front calls (nil: none).
+func serveFront(tb testing.TB, h http.Handler, tweak func(*http.Server), precheck func(http.ResponseWriter, *http.Request) bool) *httptest.Server {
+	tb.Helper()
 	srv := httptest.NewUnstartedServer(h)
 	if tweak != nil {
 		tweak(srv.Config)
 	}
 	if os.Getenv("INLET_TEST_HTTP_FRONT") == "fasthttp" {
-		startFront(tb, srv)
+		startFront(tb, srv, precheck)
 	}
 	srv.Start()
 	tb.Cleanup(srv.Close)
@@ -158,10 +164,10 @@ func serve(tb testing.TB, h http.Handler, tweak func(*http.Server)) *httptest.Se
 
 // startFront puts a fastfront.Front on srv's listener, with srv's
 // timeouts; srv then serves the front's net/http share.
-func startFront(tb testing.TB, srv *httptest.Server) {
+func startFront(tb testing.TB, srv *httptest.Server, precheck func(http.ResponseWriter, *http.Request) bool) {
 	hs := srv.Config
 	f := fastfront.New(fastfront.Config{
-		Fast: Paths(), Handler: hs.Handler, ConnContext: hs.ConnContext,
+		Fast: Paths(), Handler: hs.Handler, ConnContext: hs.ConnContext, Precheck: precheck,
 		ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout, WriteTimeout: hs.WriteTimeout,
 		BodyStartTimeout: DefaultConfig().BodyIdleTimeout,
 		IdleTimeout:      hs.IdleTimeout, MaxHeaderBytes: 16 << 10, MaxHandoffBody: 8 << 20,
@@ -192,7 +198,7 @@ func newHarness(tb testing.TB, edit func(*Config), opts ...Option) *harness {
 	s, sink, logs := newServer(tb, edit, opts...)
 	mux := http.NewServeMux()
 	s.Register(mux)
-	return &harness{s: s, sink: sink, logs: logs, srv: serve(tb, mux, nil)}
+	return &harness{s: s, sink: sink, logs: logs, srv: serveFront(tb, mux, nil, s.Precheck)}
 }
 
 type response struct {
