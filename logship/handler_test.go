@@ -22,7 +22,8 @@ import (
 	"github.com/inlet-dev/inlet/logship"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The tests against a real gateway serve on its fasthttp front.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.FasthttpGoroutines()...) }
 
 // fakeSink keeps what it is written; while down, every Write fails after
 // 20 ms (or its context), as an unreachable broker does after a timeout.

@@ -24,14 +24,8 @@ import (
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
-func TestMain(m *testing.M) {
-	// fasthttp's worker pool cleaner (INLET_TEST_HTTP_FRONT=fasthttp)
-	// notices a stopped server when its sleep ends, up to 10 s later; its
-	// Date header clock runs for the life of the process.
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
-		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"))
-}
+// INLET_TEST_HTTP_FRONT=fasthttp serves on the fasthttp front.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.FasthttpGoroutines()...) }
 
 // fixedNow is the server time of every test server: received_at is exact.
 var fixedNow = time.Date(2026, 11, 30, 11, 12, 10, 8505123, time.UTC)
