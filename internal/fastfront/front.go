@@ -200,8 +200,10 @@ func (f *Front) Serve(ln net.Listener) error {
 			if f.isClosed() {
 				break
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // as net/http: back off, go on
+			// As net/http: a temporary failure (EMFILE: out of file
+			// descriptors under a flood of connections) backs off and
+			// goes on, rather than stop serving.
+			if te, ok := err.(interface{ Temporary() bool }); ok && te.Temporary() {
 				tempDelay = min(max(2*tempDelay, 5*time.Millisecond), time.Second)
 				f.log.Warn("accepting a connection failed; retrying", "err", err, "in", tempDelay)
 				time.Sleep(tempDelay)

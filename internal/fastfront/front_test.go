@@ -505,3 +505,51 @@ func TestShutdownWaitsForFastRequests(t *testing.T) {
 		t.Errorf("Shutdown: %v", err)
 	}
 }
+
+// flakyListener fails its first Accept with a temporary error, as accept
+// does out of file descriptors (EMFILE), then accepts from the listener.
+type flakyListener struct {
+	net.Listener
+	failed bool
+}
+
+type tempErr struct{}
+
+func (tempErr) Error() string   { return "accept: too many open files" }
+func (tempErr) Temporary() bool { return true }
+func (tempErr) Timeout() bool   { return false }
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if !l.failed {
+		l.failed = true
+		return nil, tempErr{}
+	}
+	return l.Listener.Accept()
+}
+
+// TestTemporaryAcceptError: Serve goes on after a temporary accept error.
+func TestTemporaryAcceptError(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := New(Config{Fast: []string{"/fast"}, Handler: http.HandlerFunc(echo), ReadHeaderTimeout: 5 * time.Second})
+	served := make(chan error, 1)
+	go func() { served <- f.Serve(&flakyListener{Listener: ln}) }()
+	defer func() {
+		f.Close()
+		if err := <-served; err != nil {
+			t.Errorf("Serve after Close: %v", err)
+		}
+	}()
+	c := dial(t, ln.Addr().String())
+	c.send("GET /fast HTTP/1.1\r\nHost: h\r\n\r\n")
+	if resp, s := c.answer(); resp.StatusCode != 200 || s.Server != "fasthttp" {
+		t.Fatalf("after a temporary accept error: %d by %s", resp.StatusCode, s.Server)
+	}
+	select {
+	case err := <-served:
+		t.Fatalf("Serve returned %v on a temporary accept error", err)
+	default:
+	}
+}
