@@ -19,7 +19,7 @@
 //     up to Config.MaxHandoffBody), which serves it and all that follow.
 //
 // fasthttp answers Expect: 100-continue before the handler runs; what the
-// header alone decides is asked first (Config.MaxFastBody, Config.Precheck),
+// header alone decides is asked first (Config.Precheck),
 // so that a request refused on its header (401, 413) is answered without
 // its body being sent. Only chunked is taken as a Transfer-Encoding (501
 // otherwise, as net/http).
@@ -86,11 +86,6 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a request's header (431 past it).
 	MaxHeaderBytes int
-	// MaxFastBody, when set, is the largest Content-Length of a fast
-	// path's request that asks for 100-continue: a larger one is answered
-	// 413 at once, so that the client does not send it. (The handler
-	// enforces its own limit on every body.)
-	MaxFastBody int64
 	// Precheck, when set, is called for a fast path's request with Expect:
 	// 100-continue before fasthttp sends 100, with the header alone (no
 	// body): it answers a request it refuses through w and returns false,
@@ -145,8 +140,8 @@ func New(cfg Config) *Front {
 			return fasthttp.RequestConfig{ReadTimeout: cmp.Or(cfg.BodyStartTimeout, cfg.ReadTimeout), MaxRequestBodySize: noReadAhead}
 		},
 		ErrorHandler: f.requestError,
-		// fasthttp answers 100-continue before the handler runs; a fast
-		// path's body over MaxFastBody is refused before it (expect).
+		// fasthttp answers 100-continue before the handler runs; Precheck
+		// refuses a fast path's request on its header before it (expect).
 		ExpectHandler: f.expect,
 		// The header must fit the read buffer, which each connection
 		// keeps (ReduceMemoryUsage would give it back between requests
@@ -416,7 +411,7 @@ func (f *Front) serve(ctx *fasthttp.RequestCtx) {
 		}
 		_ = ctx.SetReadDeadline(dl)
 	}
-	if h := &ctx.Request.Header; h.ContentLength() >= 0 && hasTransferEncoding(h.RawHeaders()) {
+	if h := &ctx.Request.Header; h.ContentLength() > 0 && hasTransferEncoding(h.RawHeaders()) {
 		// Transfer-Encoding: identity, which fasthttp drops and frames the
 		// body by its Content-Length: a body whose length a proxy before
 		// inlet may read otherwise (RFC 9112, 6.3). As net/http: 501.
@@ -469,20 +464,14 @@ func (f *Front) handoff(ctx *fasthttp.RequestCtx) {
 }
 
 // expect decides on a request with Expect: 100-continue before fasthttp
-// sends 100: a fast path's body announced larger than MaxFastBody is
-// answered 413, and one Precheck refuses is answered as it says, both
-// without the body being sent (the connection then closes).
+// sends 100: a fast path's request Precheck refuses is answered as it
+// says, without the body being sent (the connection then closes).
 func (f *Front) expect(ctx *fasthttp.RequestCtx) int {
 	h := &ctx.Request.Header
 	target := h.RequestURI()
 	p, fast := f.fast[string(targetPath(target))]
 	if !fast {
 		return http.StatusContinue
-	}
-	if cl := h.ContentLength(); f.cfg.MaxFastBody > 0 && cl > 0 && int64(cl) > f.cfg.MaxFastBody {
-		answer(ctx, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is %d bytes; the limit is %d", cl, f.cfg.MaxFastBody))
-		closeLingering(ctx)
-		return http.StatusRequestEntityTooLarge
 	}
 	fc, ok := ctx.Conn().(*fastConn)
 	if f.cfg.Precheck == nil || !ok {

@@ -258,15 +258,21 @@ func TestHandoffFirstRequest(t *testing.T) {
 }
 
 // TestExpectContinue: fasthttp sends 100 before a fast path's handler
-// runs, but for a body announced over MaxFastBody, refused 413 at once; a
+// runs, but for a body Precheck refuses (here: over 10 bytes), 413 at once; a
 // request handed over gets no second 100 from net/http.
 func TestExpectContinue(t *testing.T) {
-	addr, _, _ := start(t, Config{MaxFastBody: 10})
+	addr, _, _ := start(t, Config{Precheck: func(w http.ResponseWriter, r *http.Request) bool {
+		if r.ContentLength > 10 {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			return false
+		}
+		return true
+	}})
 	c := dial(t, addr)
 	c.send("POST /fast HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n")
 	resp, _ := c.answer()
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("a body over MaxFastBody: %d, want 413 before any 100", resp.StatusCode)
+		t.Fatalf("a body over Precheck's limit: %d, want 413 before any 100", resp.StatusCode)
 	}
 	if !c.closed() {
 		t.Error("the connection stayed open after refusing a body the client may send")

@@ -246,7 +246,6 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 			// fasthttp holds a buffer of this size per connection while it
 			// reads a request: 16 KiB (Node's limit) rather than 64.
 			MaxHeaderBytes: 16 << 10,
-			MaxFastBody:    g.cfg.Ingest.MaxBodyBytes,
 			Precheck:       g.ingest.Precheck,
 			MaxHandoffBody: max(g.cfg.Ingest.MaxBodyBytes, g.cfg.RPC.MaxBodyBytes),
 			Log:            g.log,

@@ -137,17 +137,10 @@ func newZstdPool(maxDecoded int64) *sync.Pool {
 // memory, at CPU speed): a stalled upload holds what it sent, never what that
 // inflates to. No byte for BodyIdleTimeout ends the body (408). Every buffer
 // is charged to the server's budget, and to its connection's share of it,
-// through hold; the caller releases hold when done.
+// through hold; the caller releases hold when done. The header was
+// checked first (bodyHeaderError).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hold *membudget.Hold) (body []byte, herr *httpError) {
-	if r.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
-	}
-	enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
-	switch enc {
-	case "", "identity", "gzip", "x-gzip", "zstd":
-	default:
-		return nil, errorf(http.StatusUnsupportedMediaType, "Content-Encoding %q is not supported: send gzip, zstd or none", enc)
-	}
+	enc := contentEncoding(r)
 	var src io.Reader = http.MaxBytesReader(rootWriter(w), r.Body, s.cfg.MaxBodyBytes)
 	if s.cfg.BodyIdleTimeout > 0 {
 		idle := watchIdle(w, src, s.cfg.BodyIdleTimeout)
@@ -202,6 +195,25 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hold *membudge
 	}
 	hold.Drop(int64(cap(sent))) // put back by the deferred putBuf
 	return body, nil
+}
+
+// contentEncoding is r's Content-Encoding, as readBody compares it.
+func contentEncoding(r *http.Request) string {
+	return strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+}
+
+// bodyHeaderError refuses a body by its header: an announced length over
+// MaxBodyBytes (413), a Content-Encoding readBody does not decode (415).
+func (s *Server) bodyHeaderError(r *http.Request) *httpError {
+	if r.ContentLength > s.cfg.MaxBodyBytes {
+		return errorf(http.StatusRequestEntityTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
+	}
+	switch enc := contentEncoding(r); enc {
+	case "", "identity", "gzip", "x-gzip", "zstd":
+		return nil
+	default:
+		return errorf(http.StatusUnsupportedMediaType, "Content-Encoding %q is not supported: send gzip, zstd or none", enc)
+	}
 }
 
 // maxPresize is the most readAll takes at once for a body's announced

@@ -100,8 +100,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 
 // Precheck checks what the header of an ingest request alone decides, for
 // a server that asks before the client sends the body (Expect:
-// 100-continue, on the fasthttp front): the Content-Type, the credentials
-// and the announced length of /v1/batch and /v1/track. It answers a
+// 100-continue, on the fasthttp front): what checkHeader refuses of
+// /v1/batch and /v1/track. It answers a
 // refused request through w, as the route would (CORS, metrics), and
 // returns false; true when the request may go on, with nothing written.
 // r's body is not read.
@@ -117,13 +117,7 @@ func (s *Server) Precheck(w http.ResponseWriter, r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return true // the route answers 405
 	}
-	_, herr := format(r, single)
-	if herr == nil {
-		_, herr = s.authenticate(r)
-	}
-	if herr == nil && r.ContentLength > s.cfg.MaxBodyBytes {
-		herr = errorf(http.StatusRequestEntityTooLarge, "body is %d bytes; the limit is %d", r.ContentLength, s.cfg.MaxBodyBytes)
-	}
+	_, _, herr := s.checkHeader(r, single)
 	if herr == nil {
 		return true
 	}
@@ -288,12 +282,7 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) { s.serveEve
 func (s *Server) serveTrack(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, true) }
 
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool) {
-	f, herr := format(r, single)
-	if herr != nil {
-		s.writeError(w, herr)
-		return
-	}
-	p, herr := s.authenticate(r) // before the body: nothing of it is read
+	f, p, herr := s.checkHeader(r, single)
 	if herr != nil {
 		s.writeError(w, herr)
 		return
@@ -337,6 +326,22 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		status = http.StatusBadRequest
 	}
 	writeAnswer(w, status, &ans)
+}
+
+// checkHeader refuses an events request by its header alone, before any of
+// its body is read: its Content-Type, its credentials, then its body's
+// announced length and Content-Encoding. Precheck asks the same before the
+// body is sent.
+func (s *Server) checkHeader(r *http.Request, single bool) (event.Format, auth.Principal, *httpError) {
+	f, herr := format(r, single)
+	if herr != nil {
+		return 0, auth.Principal{}, herr
+	}
+	p, herr := s.authenticate(r)
+	if herr != nil {
+		return 0, p, herr
+	}
+	return f, p, s.bodyHeaderError(r)
 }
 
 // itemsPool keeps the slices that hold a request's events between
