@@ -670,6 +670,13 @@ func (s *shipper) writeEach(recs [][]byte) error {
 // record, at the caller's cost.
 func (s *shipper) fill(batch [][]byte, stop <-chan struct{}) ([][]byte, bool) {
 	stopped := false
+	// A kick left from a batch taken earlier without waiting would end
+	// this wait at once, with a short batch. A kick sent after this is
+	// for records already queued: the check below sees them.
+	select {
+	case <-s.full:
+	default:
+	}
 	if len(batch)+len(s.queue) < s.opts.BatchSize {
 		t := time.NewTimer(s.opts.Linger)
 		select {
