@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,7 @@ type Batch struct {
 	tail  []byte    // the enrichment every event of the request shares
 	out   []byte    // the records' bytes, from Build on; never reused
 	rnd   []byte    // random bytes of the ids Build makes; reused
+	ids   string    // every record's EventID, back to back, from Build on
 	topic string
 	limit int
 	now   time.Time
@@ -49,6 +51,7 @@ type pending struct {
 	group string
 	codeN int64
 	hs    []Header // its headers' room (4), in one array for the request
+	idAt  [2]int   // in ids: where its EventID starts and ends
 }
 
 // batches keeps Batches between requests. A Batch that held more than
@@ -227,6 +230,27 @@ func (b *Batch) Build() {
 		}
 	}
 	b.out = out
+	// The EventIDs, in one string for the request, not one per event.
+	var all strings.Builder
+	all.Grow(36 * n)
+	for i := range b.evs {
+		p := &b.evs[i]
+		if p.bad != nil {
+			continue
+		}
+		start := all.Len()
+		all.Write(b.id(p))
+		p.idAt = [2]int{start, all.Len()}
+	}
+	b.ids = all.String()
+}
+
+// id is the contents of p's id: the client's or the generated one.
+func (b *Batch) id(p *pending) []byte {
+	if p.id.ok() {
+		return p.id.of(b.out)
+	}
+	return b.str(p, p.f.id, p.f.idEsc)
 }
 
 // Record is the record of the i-th event, which must not be rejected;
@@ -240,10 +264,7 @@ func (b *Batch) Record(i int) Record {
 		hs = hs[:4]
 		hs[3] = Header{Key: HeaderEventCode, Value: p.code.of(out)}
 	}
-	id := b.str(p, p.f.id, p.f.idEsc)
-	if p.id.ok() {
-		id = p.id.of(out)
-	}
+	id := b.id(p)
 	hs[0] = Header{Key: HeaderEventID, Value: id}
 	hs[1] = Header{Key: HeaderEventName, Value: b.str(p, p.f.name, p.f.nameEsc)}
 	hs[2] = Header{Key: HeaderContentType, Value: p.ct.of(out)}
@@ -254,7 +275,7 @@ func (b *Batch) Record(i int) Record {
 	case p.f.anonID.ok():
 		key = b.str(p, p.f.anonID, p.f.anonIDEsc)
 	}
-	return Record{Topic: b.topic, Key: key, Value: p.value.of(out), Headers: hs, EventID: string(id)}
+	return Record{Topic: b.topic, Key: key, Value: p.value.of(out), Headers: hs, EventID: b.ids[p.idAt[0]:p.idAt[1]]}
 }
 
 // str is a string field of p: decoded apart when sent with escapes, else
