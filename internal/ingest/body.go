@@ -92,8 +92,11 @@ func getBuf(n int64) []byte {
 	if c >= len(bufPools) {
 		return make([]byte, 0, n)
 	}
-	if b, ok := bufPools[c].Get().(*[]byte); ok {
-		return (*b)[:0]
+	if h, ok := bufPools[c].Get().(*[]byte); ok {
+		b := (*h)[:0]
+		*h = nil
+		holders.Put(h)
+		return b
 	}
 	return make([]byte, 0, minBuf<<c)
 }
@@ -101,9 +104,18 @@ func getBuf(n int64) []byte {
 // putBuf gives b back for reuse; b must not be used afterwards.
 func putBuf(b []byte) {
 	if c := bufClass(int64(cap(b))); c < len(bufPools) && cap(b) == minBuf<<c {
-		bufPools[c].Put(&b)
+		h, _ := holders.Get().(*[]byte)
+		if h == nil {
+			h = new([]byte)
+		}
+		*h = b
+		bufPools[c].Put(h)
 	}
 }
+
+// holders are the empty *[]byte that carry buffers in bufPools, kept so
+// that putBuf does not allocate one per buffer.
+var holders sync.Pool
 
 var gzipPool sync.Pool // *gzip.Reader
 
@@ -286,22 +298,60 @@ func readAll(src io.Reader, limit, want int64, hold *membudget.Hold) ([]byte, er
 // request's read deadline to now, so that the pending Read fails, and that
 // failure becomes errBodyIdle. It leaves the server's read timeout alone
 // otherwise.
+//
+// Read only notes when a byte came; the timer, when it goes off, sets
+// itself again for the rest of d if one came since. So nothing but the
+// timer's own callback sets it after watchIdle, and stop, under mu with
+// the callback, knows whether one can still run: if none can, the reader
+// and its timer are used again (one per request would cost four
+// allocations).
 type idleReader struct {
 	r     io.Reader
-	rc    *http.ResponseController
-	d     time.Duration
 	t     *time.Timer
+	mu    sync.Mutex
+	w     http.ResponseWriter // under mu
+	done  bool                // under mu: stop ran; the callback does nothing
+	d     atomic.Int64        // time.Duration
+	last  atomic.Int64        // when the last byte came, in ns since base
 	fired atomic.Bool
 	whole bool // the body was read to its end
 }
 
+var (
+	idleReaders sync.Pool // stopped *idleReader
+	idleBase    = time.Now()
+)
+
 func watchIdle(w http.ResponseWriter, r io.Reader, d time.Duration) *idleReader {
-	ir := &idleReader{r: r, rc: http.NewResponseController(w), d: d}
-	ir.t = time.AfterFunc(d, func() {
-		ir.fired.Store(true)
-		_ = ir.rc.SetReadDeadline(time.Now()) // not supported: only the read timeout applies
-	})
+	ir, _ := idleReaders.Get().(*idleReader)
+	if ir == nil {
+		ir = new(idleReader)
+		ir.t = time.AfterFunc(time.Hour, ir.fire)
+		ir.t.Stop()
+	}
+	ir.mu.Lock()
+	ir.w, ir.done = w, false
+	ir.mu.Unlock()
+	ir.r, ir.whole = r, false
+	ir.d.Store(int64(d))
+	ir.last.Store(int64(time.Since(idleBase)))
+	ir.t.Reset(d)
 	return ir
+}
+
+func (ir *idleReader) fire() {
+	ir.mu.Lock()
+	defer ir.mu.Unlock()
+	if ir.done {
+		return
+	}
+	d := time.Duration(ir.d.Load())
+	if quiet := time.Since(idleBase) - time.Duration(ir.last.Load()); quiet < d {
+		ir.t.Reset(d - quiet) // a byte came since: not idle yet
+		return
+	}
+	ir.fired.Store(true)
+	_ = http.NewResponseController(ir.w).SetReadDeadline(time.Now()) // not supported: only the read timeout applies
 }
 
 func (ir *idleReader) Read(p []byte) (int, error) {
@@ -309,8 +359,8 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 	if err == io.EOF {
 		ir.whole = true
 	}
-	if n > 0 && !ir.fired.Load() {
-		ir.t.Reset(ir.d)
+	if n > 0 {
+		ir.last.Store(int64(time.Since(idleBase)))
 	}
 	if err != nil && err != io.EOF && ir.fired.Load() {
 		err = fmt.Errorf("%w: %w", errBodyIdle, err)
@@ -323,8 +373,19 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 // (After a failed body it stays: net/http then gives up the rest of the
 // body and closes the connection, rather than wait for it.)
 func (ir *idleReader) stop() {
-	if !ir.t.Stop() && ir.fired.Load() && ir.whole {
-		_ = ir.rc.SetReadDeadline(time.Time{})
+	ir.mu.Lock()
+	ir.done = true
+	// Stopped while set: no callback waits for mu (one runs only once
+	// the timer went off, and only a callback sets it again).
+	reuse := ir.t.Stop()
+	if !reuse && ir.fired.Load() && ir.whole {
+		_ = http.NewResponseController(ir.w).SetReadDeadline(time.Time{})
+	}
+	ir.w = nil
+	ir.mu.Unlock()
+	ir.r = nil
+	if reuse {
+		idleReaders.Put(ir)
 	}
 }
 

@@ -432,8 +432,8 @@ func (s *Server) count(accepted int, recs []event.Record) {
 // (ErrSinkTooLarge) and 422 with the reason when it refused one for good
 // (ErrSinkRejected), both without Retry-After as the same request cannot
 // succeed; 503 with Retry-After for everything else.
-func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Record) bool {
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.WriteTimeout)
+func (s *Server) write(w http.ResponseWriter, parent context.Context, recs []event.Record) bool {
+	ctx, cancel := context.WithTimeout(parent, s.cfg.WriteTimeout)
 	defer cancel()
 	err := s.sink.Write(ctx, recs)
 	if err == nil {
@@ -453,7 +453,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Reco
 		msg = "Kafka refused the events for good; not all events were stored: " + err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		kind, msg = "timeout", "events not acknowledged within "+s.cfg.WriteTimeout.String()+"; retry later"
-	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+	case errors.Is(err, context.Canceled) && parent.Err() != nil:
 		kind, msg = "client_gone", "client went away before events were acknowledged"
 	}
 	s.metrics.SinkErrors.WithLabelValues(kind).Inc()
@@ -464,14 +464,14 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, recs []event.Reco
 	return false
 }
 
-// detached is r with a context that the client going away does not cancel,
-// for the sink write: a sink that took the records stores them even if its
+// detached is r's context, but one that the client going away does not
+// cancel, for the sink write: a sink that took the records stores them even if its
 // Write is cancelled, so the answer must say what happened to them (200
 // once stored), not that the client went away. A client that shuts its
 // write side but still reads (a half-close) ends the request's context in
 // net/http. The write stays bounded by WriteTimeout.
-func detached(r *http.Request) *http.Request {
-	return r.WithContext(context.WithoutCancel(r.Context()))
+func detached(r *http.Request) context.Context {
+	return context.WithoutCancel(r.Context())
 }
 
 // meta is what the server knows about the request.
@@ -492,6 +492,9 @@ func (s *Server) clientIP(r *http.Request) string {
 	}
 	peer = peer.Unmap()
 	if !s.trusted(peer) {
+		if peer.Is4() && !strings.Contains(host, ":") {
+			return host // as peer.String() has it (ParseAddr takes no other form of IPv4), without allocating
+		}
 		return peer.String()
 	}
 	hops := r.Header.Values("X-Forwarded-For")

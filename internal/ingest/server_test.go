@@ -271,6 +271,26 @@ func TestCORS(t *testing.T) {
 	}
 }
 
+// TestClientIPPeerForms: the peer's address in the form netip gives it,
+// whatever form RemoteAddr has it in.
+func TestClientIPPeerForms(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	for remote, want := range map[string]string{
+		"198.51.100.9:5":          "198.51.100.9",
+		"[::ffff:198.51.100.9]:5": "198.51.100.9",
+		"[2001:DB8:0::1]:5":       "2001:db8::1",
+		"[fe80::1%eth0]:5":        "fe80::1%eth0",
+		"198.51.100.9":            "198.51.100.9",
+		"not an address":          "not an address",
+	} {
+		r := &http.Request{RemoteAddr: remote, Header: http.Header{}}
+		if got := h.s.clientIP(r); got != want {
+			t.Errorf("RemoteAddr %q: ip %q, want %q", remote, got, want)
+		}
+	}
+}
+
 // TestClientIP: X-Forwarded-For is believed only from a trusted peer, and
 // then its rightmost address that is not a trusted proxy is the client.
 func TestClientIP(t *testing.T) {
