@@ -19,15 +19,21 @@ type exchange struct {
 	url  url.URL
 	body body
 	w    writer
-	// text holds the strings of one request's header and target: one
-	// allocation per request, cut into the header's values.
+	// text holds the strings of one request's header and target that
+	// differ from the previous request's: at most one allocation per
+	// request, cut into the header's names and values.
 	text  []byte
 	slots []string // the header's []string values, cut from one slab
 	refs  []headerRef
+	// The previous request's header names (those not common), values and
+	// target, by position: a client sends much the same header each time.
+	keys, vals []string
+	target     string
 }
 
-// headerRef is one header line of text: its common name, or the length of
-// its name in text, and the length of its value.
+// headerRef is one header line: its common name, or the length of its
+// name in text, and the length of its value in text; a length of -1 means
+// the previous request's string at its position.
 type headerRef struct {
 	key        string
 	klen, vlen int
@@ -55,30 +61,49 @@ func (ex *exchange) reset(ctx *fasthttp.RequestCtx, path string, target []byte) 
 	t := ex.text[:0]
 	refs := ex.refs[:0]
 	for k, v := range h.All() {
-		ref := headerRef{key: commonHeader(k), vlen: len(v)}
-		if ref.key == "" {
+		i := len(refs)
+		ref := headerRef{key: commonHeader(k), klen: -1, vlen: -1}
+		if ref.key == "" && (i >= len(ex.keys) || ex.keys[i] != string(k)) {
 			t = append(t, k...)
 			ref.klen = len(k)
 		}
-		t = append(t, v...)
+		if i >= len(ex.vals) || ex.vals[i] != string(v) {
+			t = append(t, v...)
+			ref.vlen = len(v)
+		}
 		refs = append(refs, ref)
 	}
-	t = append(t, target...)
+	sameTarget := ex.target == string(target)
+	if !sameTarget {
+		t = append(t, target...)
+	}
 	ex.text, ex.refs = t, refs
-	s := string(t)
+	var s string
+	if len(t) > 0 {
+		s = string(t)
+	}
 	if cap(ex.slots) < len(refs) {
 		ex.slots = make([]string, len(refs))
 	}
 	slots := ex.slots[:len(refs)]
+	ex.keys, ex.vals = grow(ex.keys, len(refs)), grow(ex.vals, len(refs))
 	off := 0
 	for i, ref := range refs {
 		key := ref.key
 		if key == "" {
-			key = s[off : off+ref.klen]
-			off += ref.klen
+			if ref.klen >= 0 {
+				ex.keys[i] = s[off : off+ref.klen]
+				off += ref.klen
+			}
+			key = ex.keys[i]
+		} else {
+			ex.keys[i] = ""
 		}
-		val := s[off : off+ref.vlen]
-		off += ref.vlen
+		if ref.vlen >= 0 {
+			ex.vals[i] = s[off : off+ref.vlen]
+			off += ref.vlen
+		}
+		val := ex.vals[i]
 		if vs, ok := r.Header[key]; ok {
 			r.Header[key] = append(vs, val)
 		} else {
@@ -86,7 +111,11 @@ func (ex *exchange) reset(ctx *fasthttp.RequestCtx, path string, target []byte) 
 			r.Header[key] = slots[i : i+1 : i+1]
 		}
 	}
-	rawTarget := s[off:]
+	ex.keys, ex.vals = ex.keys[:len(refs)], ex.vals[:len(refs)]
+	if !sameTarget {
+		ex.target = s[off:]
+	}
+	rawTarget := ex.target
 
 	r.Method = method(h.Method())
 	ex.url = url.URL{Path: path}
@@ -122,6 +151,14 @@ func (ex *exchange) reset(ctx *fasthttp.RequestCtx, path string, target []byte) 
 		r.Body = &ex.body
 	}
 	ex.w.reset(ctx)
+}
+
+// grow is ss with room for n strings at least, its own ones kept.
+func grow(ss []string, n int) []string {
+	if len(ss) < n {
+		ss = append(ss, make([]string, n-len(ss))...)
+	}
+	return ss[:n]
 }
 
 // done lets go of what the request referred to.

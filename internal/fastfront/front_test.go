@@ -228,6 +228,54 @@ func TestFastPathsOnFasthttpTheRestHandedToNetHTTP(t *testing.T) {
 	}
 }
 
+// TestHeaderFromRequestToRequest: the exchange keeps the previous
+// request's header strings by position and uses them again when they are
+// the same; a value, name or target that changed, or a header that moved
+// or went, must be the new request's.
+func TestHeaderFromRequestToRequest(t *testing.T) {
+	addr, _, _ := start(t, Config{})
+	c := dial(t, addr)
+	reqs := []struct {
+		target string
+		header [][2]string
+	}{
+		{"/fast?a=1", [][2]string{{"User-Agent", "ua/1"}, {"X-A", "1"}, {"X-B", "2"}, {"Content-Length", "2"}}},
+		{"/fast?a=1", [][2]string{{"User-Agent", "ua/1"}, {"X-A", "1"}, {"X-B", "2"}, {"Content-Length", "2"}}},
+		{"/fast?a=2", [][2]string{{"User-Agent", "ua/1"}, {"X-A", "1"}, {"X-B", "3"}, {"Content-Length", "3"}}},
+		{"/fast?a=2", [][2]string{{"User-Agent", "ua/2"}, {"X-C", "1"}, {"X-B", "3"}}},
+		{"/fast2", [][2]string{{"X-B", "3"}, {"User-Agent", "ua/2"}, {"X-B", "4"}, {"X-C", "1"}, {"X-D", "ua/2"}}},
+		{"/fast", [][2]string{{"X-B", "3"}}},
+	}
+	for i, rq := range reqs {
+		var b strings.Builder
+		fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: h\r\n", rq.target)
+		want := map[string][]string{}
+		body := ""
+		for _, kv := range rq.header {
+			fmt.Fprintf(&b, "%s: %s\r\n", kv[0], kv[1])
+			want[kv[0]] = append(want[kv[0]], kv[1])
+			if kv[0] == "Content-Length" {
+				body = strings.Repeat("x", int(kv[1][0]-'0'))
+			}
+		}
+		if want["Content-Length"] == nil {
+			want["Content-Length"] = []string{"0"} // fasthttp's, where net/http has none
+		}
+		b.WriteString("\r\n" + body)
+		c.send(b.String())
+		resp, s := c.answer()
+		if resp.StatusCode != 200 || s.Server != "fasthttp" {
+			t.Fatalf("request %d: %d by %s, want 200 by fasthttp", i, resp.StatusCode, s.Server)
+		}
+		if s.RequestURI != rq.target || s.Body != body {
+			t.Errorf("request %d: target %q body %q, want %q %q", i, s.RequestURI, s.Body, rq.target, body)
+		}
+		if fmt.Sprint(s.Header) != fmt.Sprint(want) {
+			t.Errorf("request %d: the handler saw the header %v, want %v", i, s.Header, want)
+		}
+	}
+}
+
 func checkSeen(t *testing.T, got, want seen) {
 	t.Helper()
 	got.Header, want.Header = nil, nil
