@@ -12,6 +12,9 @@
 #   inlet-kafka      inlet serve --ack kafka (ingest on its fasthttp front)
 #   inlet-kafka-nethttp  inlet serve --ack kafka --http-front nethttp
 #   inlet-spool, inlet-spool-nethttp  the same with --ack spool (not run by default)
+#   inlet-kafka-base, inlet-spool-base  inlet serve --ack kafka|spool built from
+#                    the commit BASE (a git revision; with BASE set only),
+#                    to compare a change with what it changes in one run
 #
 # Pinning as scripts/bench.sh: each server on core 0 with GOMAXPROCS=1;
 # Kafka and the load (inlet bench http, closed loop of CONNS connections,
@@ -76,6 +79,12 @@ log "building inlet, noop and frontbench"
 CGO_ENABLED=0 go build -o "$WORK/inlet" ./cmd/inlet
 CGO_ENABLED=0 go build -o "$WORK/noop" ./cmd/noop
 (cd "$HERE" && CGO_ENABLED=0 go build -o "$WORK/frontbench" .)
+if [ -n "${BASE:-}" ]; then
+	log "building inlet at $BASE"
+	git worktree add -q --detach "$WORK/base" "$BASE"
+	(cd "$WORK/base" && CGO_ENABLED=0 go build -o "$WORK/inlet-base" ./cmd/inlet)
+	git worktree remove --force "$WORK/base"
+fi
 log "starting Kafka on core 1"
 BROKERS="$(taskset -c 1 scripts/kafka.sh start | tail -n 1)"
 KAFKA_PID="$(cat "$KAFKA_DIR/kafka.pid")"
@@ -92,7 +101,13 @@ declare -A LABEL=(
 	[inlet-kafka-nethttp]="inlet serve --ack kafka --http-front nethttp"
 	[inlet-spool]="inlet serve --ack spool"
 	[inlet-spool-nethttp]="inlet serve --ack spool --http-front nethttp"
+	[inlet-kafka-base]="inlet serve --ack kafka, at ${BASE:-BASE}"
+	[inlet-spool-base]="inlet serve --ack spool, at ${BASE:-BASE}"
 )
+for s in "${SERVERS[@]}"; do
+	[ -n "${LABEL[$s]:-}" ] || die "no server $s"
+	case "$s" in *-base) [ -n "${BASE:-}" ] || die "$s needs BASE=<git revision>" ;; esac
+done
 
 # server_cmd NAME PORT RUN: the command line of a server.
 server_cmd() {
@@ -105,6 +120,8 @@ server_cmd() {
 	inlet-kafka) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
 	inlet-spool) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack spool --topic bench-spool --data-dir $WORK/data-$run --log-level warn" ;;
 	inlet-spool-nethttp) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack spool --http-front nethttp --topic bench-spool --data-dir $WORK/data-$run --log-level warn" ;;
+	inlet-kafka-base) echo "$WORK/inlet-base serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
+	inlet-spool-base) echo "$WORK/inlet-base serve --listen 127.0.0.1:$port --brokers $BROKERS --ack spool --topic bench-spool --data-dir $WORK/data-$run --log-level warn" ;;
 	inlet-kafka-nethttp) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --http-front nethttp --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
 	esac
 }
@@ -221,6 +238,13 @@ cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
 			printf "inlet serve --ack kafka on its fasthttp front: %.1f µs of server CPU per request against %.1f with --http-front nethttp (%.2fx); %.0f req/s against %.0f (%.2fx).\n", f, n, f / n, rf, rn, rf / rn
 		}'
 	fi
+	for m in kafka spool; do
+		if [ -n "${CPU[inlet-$m]:-}" ] && [ -n "${CPU[inlet-$m-base]:-}" ]; then
+			awk -v m="$m" -v b="$BASE" -v f="${CPU[inlet-$m]}" -v n="${CPU[inlet-$m-base]}" -v rf="${RPS[inlet-$m]}" -v rn="${RPS[inlet-$m-base]}" 'BEGIN {
+				printf "inlet serve --ack %s: %.1f µs of server CPU per request against %.1f at %s (%.2fx); %.0f req/s against %.0f (%.2fx).\n", m, f, n, b, f / n, rf, rn, rf / rn
+			}'
+		fi
+	done
 	echo
 	echo "\"other work\": CPU that processes other than the server, Kafka and the load generator took during each round's window, in % of a core. \"failed\": answers other than 2xx and client errors, over the rounds."
 	echo
