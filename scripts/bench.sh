@@ -229,14 +229,14 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 	awk -v p="${HP99[kafka]}" 'BEGIN { printf "- open loop at half the maximum rate, p99 at most 10 ms: %.2f ms, %s\n", p, (p <= 10 ? "met" : "missed") }'
 	echo
 	echo "Goals (issue 12):"
-	awk -v r="${RPS[kafka]}" -v n="${RPS[noop]}" 'BEGIN { x = r / n; printf "- \`--ack kafka\` at least 0.45x the no-op server'"'"'s req/s: %.2fx, %s\n", x, (x >= 0.45 ? "met" : "missed") }'
-	awk -v r="${RPS[spool]}" -v k="${RPS[kafka]}" 'BEGIN { x = r / k; printf "- \`--ack spool\` at least 0.9x of \`--ack kafka\`: %.2fx, %s\n", x, (x >= 0.9 ? "met" : "missed") }'
+	awk -v r="${RPS[kafka]}" -v n="${RPS[noop]}" 'BEGIN { x = r / n; printf "- `--ack kafka` at least 0.45x the no-op server'"'"'s req/s: %.2fx, %s\n", x, (x >= 0.45 ? "met" : "missed") }'
+	awk -v r="${RPS[spool]}" -v k="${RPS[kafka]}" 'BEGIN { x = r / k; printf "- `--ack spool` at least 0.9x of `--ack kafka`: %.2fx, %s\n", x, (x >= 0.9 ? "met" : "missed") }'
 	for s in none kafka spool; do
-		awk -v s="$s" -v m="${RSS[$s]}" -v p="${HP99[$s]}" 'BEGIN { printf "- \`--ack %s\`: peak RSS at most 50 MB: %d MB, %s; open-loop p99 at half its maximum rate at most 10 ms: %.2f ms, %s\n", s, m, (m <= 50 ? "met" : "missed"), p, (p <= 10 ? "met" : "missed") }'
+		awk -v s="$s" -v m="${RSS[$s]}" -v p="${HP99[$s]}" 'BEGIN { printf "- `--ack %s`: peak RSS at most 50 MB: %d MB, %s; open-loop p99 at half its maximum rate at most 10 ms: %.2f ms, %s\n", s, m, (m <= 50 ? "met" : "missed"), p, (p <= 10 ? "met" : "missed") }'
 	done
-	awk -v f="${RPS[kafka]}" -v n="${RPS[kafka-nethttp]}" 'BEGIN { printf "- the fasthttp front (item 5): \`--ack kafka\` answers %.2fx the req/s of the same with \`--http-front nethttp\`\n", f / n }'
+	awk -v f="${RPS[kafka]}" -v n="${RPS[kafka-nethttp]}" 'BEGIN { printf "- the fasthttp front (item 5): `--ack kafka` answers %.2fx the req/s of the same with `--http-front nethttp`\n", f / n }'
 	echo
-	echo "CPU profile of \`inlet serve --ack kafka --pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(awk '/throughput/ {printf "%.0f req/s", $2; exit}' "$OUT/kafka-pprof-load.txt"); other work ${OTHER[profile]}% of a core):"
+	echo "CPU profile of `inlet serve --ack kafka --pprof` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of `/debug/pprof/profile` under the closed loop (at $(awk '/throughput/ {printf "%.0f req/s", $2; exit}' "$OUT/kafka-pprof-load.txt"); other work ${OTHER[profile]}% of a core):"
 	echo
 	echo '```'
 	go tool pprof -top -nodecount=15 "$OUT/cpu-kafka.pprof" 2>/dev/null | sed -n '/^Showing\|^      flat/,$p'
