@@ -63,6 +63,10 @@ if [ "$cluster_phase" = 1 ]; then
 	# the ingest tests run on net/http above, once more on the front here.
 	echo "== go test: ingest on the fasthttp front" >&2
 	INLET_TEST_HTTP_FRONT=fasthttp go test -race -count=1 ./internal/ingest/
+	# bench/fasthttp is a module of its own (fasthttp for the comparison
+	# servers only), outside ./... above.
+	echo "== go vet and go test: bench/fasthttp" >&2
+	(cd bench/fasthttp && go vet ./... && go test -count=1 ./...)
 fi
 if [ "$cluster_phase" = 1 ]; then
 	echo "== go test: the 3-node cluster tests (TLS, SASL, failover), one package at a time" >&2
