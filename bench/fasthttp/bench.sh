@@ -15,6 +15,7 @@
 #   inlet-kafka-base, inlet-spool-base  inlet serve --ack kafka|spool built from
 #                    the commit BASE (a git revision; with BASE set only),
 #                    to compare a change with what it changes in one run
+#   NAME-gogcN       any of the above with GOGC=N in its environment
 #
 # Pinning as scripts/bench.sh: each server on core 0 with GOMAXPROCS=1;
 # Kafka and the load (inlet bench http, closed loop of CONNS connections,
@@ -104,7 +105,16 @@ declare -A LABEL=(
 	[inlet-kafka-base]="inlet serve --ack kafka, at ${BASE:-BASE}"
 	[inlet-spool-base]="inlet serve --ack spool, at ${BASE:-BASE}"
 )
+# NAME-gogcN: server NAME with GOGC=N in its environment (inlet serve sets
+# 50 unless GOGC is set), to measure the collector's share side by side.
 for s in "${SERVERS[@]}"; do
+	case "$s" in *-gogc*)
+		b="${s%-gogc*}" n="${s##*-gogc}"
+		[[ "$n" =~ ^[0-9]+$ ]] || die "$s: GOGC must be a number"
+		[ -n "${LABEL[$b]:-}" ] || die "no server $b"
+		LABEL[$s]="${LABEL[$b]}, GOGC=$n"
+		;;
+	esac
 	[ -n "${LABEL[$s]:-}" ] || die "no server $s"
 	case "$s" in *-base) [ -n "${BASE:-}" ] || die "$s needs BASE=<git revision>" ;; esac
 done
@@ -113,6 +123,7 @@ done
 server_cmd() {
 	local name="$1" port="$2" run="$3"
 	case "$name" in
+	*-gogc*) echo "env GOGC=${name##*-gogc} $(server_cmd "${name%-gogc*}" "$port" "$run")" ;;
 	noop-nethttp) echo "$WORK/noop --listen 127.0.0.1:$port" ;;
 	noop-fasthttp) echo "$WORK/frontbench --front fasthttp --handler noop --listen 127.0.0.1:$port" ;;
 	ingest-nethttp) echo "$WORK/frontbench --front nethttp --listen 127.0.0.1:$port --brokers $BROKERS --topic bench-ingest-nethttp" ;;
@@ -218,9 +229,10 @@ cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for s in "${SERVERS[@]}"; do
 		f="$OUT/$s.runs"
-		printf '| %s | %.0f | %.2fx | %.1f | %.2fx | %.0f%% | %.2f | %.2f | %s MB | %s | %s | %s |\n' "${LABEL[$s]}" "${RPS[$s]}" \
-			"$(awk -v a="${RPS[$s]}" -v b="${RPS[noop-nethttp]}" 'BEGIN { print a / b }')" "${CPU[$s]}" \
-			"$(awk -v a="${CPU[$s]}" -v b="${CPU[noop-nethttp]}" 'BEGIN { print a / b }')" "$(median "$f" 3)" \
+		# vs no-op: "-" when the no-op server was not run
+		printf '| %s | %.0f | %s | %.1f | %s | %.0f%% | %.2f | %.2f | %s MB | %s | %s | %s |\n' "${LABEL[$s]}" "${RPS[$s]}" \
+			"$(awk -v a="${RPS[$s]}" -v b="${RPS[noop-nethttp]:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')" "${CPU[$s]}" \
+			"$(awk -v a="${CPU[$s]}" -v b="${CPU[noop-nethttp]:-0}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')" "$(median "$f" 3)" \
 			"$(median "$f" 4)" "$(median "$f" 5)" "$(median "$f" 6)" "$(awk '{ printf "%s%s", (NR > 1 ? " " : ""), $1 }' "$f")" \
 			"$(awk '{ printf "%s%s%%", (NR > 1 ? " " : ""), $7 }' "$f")" "$(awk '{ n += $8 } END { print n }' "$f")"
 	done
