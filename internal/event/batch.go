@@ -22,21 +22,27 @@ import (
 // them. Between Add and Build the planned path reads an event's name, props
 // and context group and sets its group and code.
 //
-// Get a Batch with NewBatch and give it back with Release once the records
-// are built: the records own their bytes (one buffer per request, never
-// reused), so they stay valid after Release. A Batch is not safe for
-// concurrent use.
+// Get a Batch with NewBatch and give it back once the records are built:
+// with Release the records keep their bytes (one buffer per request, not
+// reused), so they stay valid after it; with Recycle, for a caller that
+// holds none of them any more (the sink copied them, or Kafka has them),
+// their buffer serves the next request. A Batch is not safe for concurrent
+// use.
 type Batch struct {
 	sc    scanner
 	heads []byte    // the events' heads, back to back; reused
 	evs   []pending // one per Add; reused
 	tail  []byte    // the enrichment every event of the request shares
-	out   []byte    // the records' bytes, from Build on; never reused
-	rnd   []byte    // random bytes of the ids Build makes; reused
-	ids   string    // every record's EventID, back to back, from Build on
-	topic string
-	limit int
-	now   time.Time
+	out   []byte    // the records' bytes, from Build on; reused after Recycle only
+	hs    []Header  // the records' headers, from Build on; as out
+	// spareOut and spareHs are a recycled request's out and hs, for Build.
+	spareOut []byte
+	spareHs  []Header
+	rnd      []byte // random bytes of the ids Build makes; reused
+	ids      string // every record's EventID, back to back, from Build on
+	topic    string
+	limit    int
+	now      time.Time
 }
 
 // pending is one event between Add and Record.
@@ -73,12 +79,38 @@ func NewBatch(topic string, m Meta, maxEventBytes int) *Batch {
 // Release gives b back for reuse; b must not be used afterwards. The
 // records it built stay valid.
 func (b *Batch) Release() {
+	b.put(b.spareOut, b.spareHs) // Build did not take them: no record holds them
+}
+
+// Recycle is Release for a caller that holds nothing of the records b
+// built any more: their bytes and headers serve the next Batch's Build.
+// Nothing of the records may be used afterwards (their EventID strings
+// excepted).
+func (b *Batch) Recycle() {
+	out, hs := b.out, b.hs
+	if b.out == nil {
+		out, hs = b.spareOut, b.spareHs
+	}
+	if cap(out) > maxPooledOut {
+		out = nil
+	}
+	if cap(hs) > maxPooledOut/64 {
+		hs = nil
+	}
+	clear(hs) // keep no escaped string's buffer alive
+	b.put(out[:0], hs[:0])
+}
+
+// maxPooledOut bounds the record bytes a recycled Batch keeps.
+const maxPooledOut = 64 << 10
+
+func (b *Batch) put(out []byte, hs []Header) {
 	if cap(b.heads) > maxPooled || cap(b.evs) > 4096 {
 		return
 	}
 	clear(b.evs)
 	b.sc.rd = bytes.Buffer{} // it reads the last event in place: keep no request body alive
-	*b = Batch{sc: b.sc, heads: b.heads[:0], evs: b.evs[:0], tail: b.tail[:0], rnd: b.rnd[:0]}
+	*b = Batch{sc: b.sc, heads: b.heads[:0], evs: b.evs[:0], tail: b.tail[:0], rnd: b.rnd[:0], spareOut: out, spareHs: hs}
 	batches.Put(b)
 }
 
@@ -186,8 +218,17 @@ func (b *Batch) Build() {
 	if n == 0 {
 		return
 	}
-	out := make([]byte, 0, size)
-	hs := make([]Header, 4*n)
+	out := b.spareOut[:0]
+	if cap(out) < size {
+		out = make([]byte, 0, size)
+	}
+	hs := b.spareHs[:0]
+	if cap(hs) < 4*n {
+		hs = make([]Header, 4*n)
+	} else {
+		hs = hs[:4*n]
+	}
+	b.spareOut, b.spareHs, b.hs = nil, nil, hs
 	b.rnd = slices.Grow(b.rnd[:0], 8*ids)[:8*ids]
 	_, _ = rand.Read(b.rnd) // never fails (crypto/rand)
 	rnd := b.rnd

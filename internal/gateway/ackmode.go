@@ -42,12 +42,21 @@ func (s spoolSink) Write(ctx context.Context, recs []event.Record) error {
 	return sinkErr(s.s.Append(ctx, recs))
 }
 
+// RecordsDone: Append copied the records into its frames before it
+// returned, whatever it returned.
+func (spoolSink) RecordsDone(error) bool { return true }
+
 // kafkaSink answers once Kafka acknowledged every record (ack=kafka).
 type kafkaSink struct{ p *kafka.Producer }
 
 func (s kafkaSink) Write(ctx context.Context, recs []event.Record) error {
 	return sinkErr(s.p.ProduceSync(ctx, recs))
 }
+
+// RecordsDone: once ProduceSync returned nil, Kafka acknowledged every
+// record and the producer dropped them; after a failure (its context ended
+// first, one record failed) some may still be buffered.
+func (kafkaSink) RecordsDone(err error) bool { return err == nil }
 
 // WriteAt is Write that also tells where Kafka stored each record, for the
 // live page; pos is read only when it returns nil.
@@ -109,8 +118,12 @@ func (f forwarding) Produce(recs []event.Record) (spool.Delivery, error) {
 }
 
 var (
-	_ ingest.Sink    = spoolSink{}
-	_ ingest.Sink    = kafkaSink{}
-	_ ingest.Sink    = enqueueSink{}
-	_ spool.Producer = forwarding{}
+	_ ingest.Sink = spoolSink{}
+	_ ingest.Sink = kafkaSink{}
+
+	_ ingest.RecordsDone = spoolSink{}
+	_ ingest.RecordsDone = kafkaSink{}
+	_ ingest.RecordsDone = liveSink{}
+	_ ingest.Sink        = enqueueSink{}
+	_ spool.Producer     = forwarding{}
 )

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"time"
@@ -72,7 +73,8 @@ func (s liveSink) Write(ctx context.Context, recs []event.Record) error {
 	items := make([]webui.Item, len(recs))
 	for i := range recs {
 		r := &recs[i]
-		it := webui.Item{Key: string(r.Key), ID: r.EventID, Topic: r.Topic, Value: r.Value, At: now, Delivery: s.delivery, Offset: -1}
+		// Value copied: the page keeps items, ingest reuses the records' memory (RecordsDone).
+		it := webui.Item{Key: string(r.Key), ID: r.EventID, Topic: r.Topic, Value: bytes.Clone(r.Value), At: now, Delivery: s.delivery, Offset: -1}
 		if pos != nil {
 			it.Partition, it.Offset = pos[i].Partition, pos[i].Offset
 		}
@@ -97,6 +99,12 @@ func (s liveSink) Write(ctx context.Context, recs []event.Record) error {
 	}
 	s.live.Publish(items)
 	return nil
+}
+
+// RecordsDone is next's: the tap keeps copies only.
+func (s liveSink) RecordsDone(err error) bool {
+	rd, ok := s.next.(ingest.RecordsDone)
+	return ok && rd.RecordsDone(err)
 }
 
 var _ ingest.Sink = liveSink{}

@@ -15,10 +15,13 @@ import (
 	"github.com/inlet-dev/inlet/internal/event"
 )
 
-// discardSink takes every record and keeps none.
+// discardSink takes every record and keeps none: done with them on return
+// (RecordsDone), as the spool and Kafka after its acks are.
 type discardSink struct{}
 
 func (discardSink) Write(context.Context, []event.Record) error { return nil }
+
+func (discardSink) RecordsDone(error) bool { return true }
 
 // benchBody is a batch of n events of a few names, as a page sends them.
 func benchBody(n int) []byte {

@@ -36,6 +36,18 @@ type Sink interface {
 	Write(ctx context.Context, recs []event.Record) error
 }
 
+// RecordsDone is implemented by a Sink that can be done with a Write's
+// records when it returns (the spool copied them; Kafka acknowledged them).
+// ingest then reuses their memory for a later request; from a Sink without
+// it, ingest assumes it may keep them (ack=none: the producer holds them
+// until Kafka has them), and never reuses them.
+type RecordsDone interface {
+	// RecordsDone reports whether the sink holds nothing of the records
+	// of a Write that returned err: neither it nor anything it handed them
+	// to reads them any more.
+	RecordsDone(err error) bool
+}
+
 // Errors a Sink returns (wrapped) to say how the request should be answered.
 var (
 	// ErrSinkFull: the sink is out of room; the client gets 503 with

@@ -87,7 +87,7 @@ func (s *Server) pixelError(w http.ResponseWriter, e *httpError) {
 // with the pixel's headers and write's Retry-After.
 func (s *Server) writePixel(w http.ResponseWriter, r *http.Request, recs []event.Record) bool {
 	failed := &pixelFailure{header: http.Header{}}
-	if s.write(failed, detached(r), recs) {
+	if ok, _ := s.write(failed, detached(r), recs); ok {
 		return true
 	}
 	if ra := failed.header.Get("Retry-After"); ra != "" {

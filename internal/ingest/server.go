@@ -306,7 +306,14 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 	meta := s.meta(r)
 	meta.Client = clientID(p)
 	b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
-	defer b.Release()
+	done := false // the sink holds nothing of the records: recycle their memory
+	defer func() {
+		if done {
+			b.Recycle()
+		} else {
+			b.Release()
+		}
+	}()
 	if herr := s.add(b, items, body, f); herr != nil {
 		s.writeError(w, herr)
 		return
@@ -316,7 +323,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		return
 	}
 	recs, ans, t := s.records(r, b, items, meta, p)
-	if !s.write(w, detached(r), recs) {
+	var ok bool
+	if ok, done = s.write(w, detached(r), recs); !ok {
 		return
 	}
 	s.count(ans.Accepted, recs)
@@ -431,13 +439,17 @@ func (s *Server) count(accepted int, recs []event.Record) {
 // answers and returns false: 413 when Kafka refused a record as too large
 // (ErrSinkTooLarge) and 422 with the reason when it refused one for good
 // (ErrSinkRejected), both without Retry-After as the same request cannot
-// succeed; 503 with Retry-After for everything else.
-func (s *Server) write(w http.ResponseWriter, parent context.Context, recs []event.Record) bool {
+// succeed; 503 with Retry-After for everything else. done is the sink's
+// RecordsDone: recs' memory may serve another request.
+func (s *Server) write(w http.ResponseWriter, parent context.Context, recs []event.Record) (ok, done bool) {
 	ctx, cancel := context.WithTimeout(parent, s.cfg.WriteTimeout)
 	defer cancel()
 	err := s.sink.Write(ctx, recs)
+	if rd, is := s.sink.(RecordsDone); is {
+		done = rd.RecordsDone(err)
+	}
 	if err == nil {
-		return true
+		return true, done
 	}
 	kind, status, msg := "error", http.StatusServiceUnavailable, "events not stored: "+err.Error()
 	switch {
@@ -461,7 +473,7 @@ func (s *Server) write(w http.ResponseWriter, parent context.Context, recs []eve
 	herr := errorf(status, "%s", msg)
 	herr.retry = status == http.StatusServiceUnavailable
 	s.writeError(w, herr)
-	return false
+	return false, done
 }
 
 // detached is r's context, but one that the client going away does not
