@@ -251,20 +251,28 @@ func setKgo(kr *kgo.Record, r *event.Record, hs []kgo.RecordHeader) []kgo.Record
 	return hs
 }
 
-// toKgoAll converts recs with two allocations in all (the records and
-// their headers), stamped t: kgo would read the clock once per record.
-func toKgoAll(recs []event.Record, t time.Time) []kgo.Record {
+// toKgoAll converts recs, stamped t (kgo would read the clock once per
+// record), into krs and hs (the records and their headers) when they have
+// room, else into two new slices.
+func toKgoAll(recs []event.Record, t time.Time, krs []kgo.Record, hs []kgo.RecordHeader) ([]kgo.Record, []kgo.RecordHeader) {
 	nh := 0
 	for i := range recs {
 		nh += len(recs[i].Headers)
 	}
-	krs := make([]kgo.Record, len(recs))
-	hs := make([]kgo.RecordHeader, nh)
+	if cap(krs) < len(recs) {
+		krs = make([]kgo.Record, len(recs))
+	}
+	krs = krs[:len(recs)]
+	if cap(hs) < nh {
+		hs = make([]kgo.RecordHeader, nh)
+	}
+	hs = hs[:nh]
+	all := hs
 	for i := range recs {
 		krs[i].Timestamp = t
 		hs = setKgo(&krs[i], &recs[i], hs)
 	}
-	return krs
+	return krs, all
 }
 
 // ProduceSync delivers recs and blocks until every one of them was
@@ -281,7 +289,11 @@ func (p *Producer) ProduceSync(ctx context.Context, recs []event.Record) error {
 	if err != nil {
 		return err
 	}
-	return d.Wait(ctx)
+	if err := d.Wait(ctx); err != nil {
+		return err // records may still be in flight: d is left to the collector
+	}
+	d.recycle()
+	return nil
 }
 
 // Position is where Kafka stored a record; Offset is -1 while it is not
@@ -317,6 +329,40 @@ type Delivery struct {
 	mu      sync.Mutex
 	err     error // the first failure; guarded by mu
 	done    chan struct{}
+
+	// Kept for the next Delivery once this one is recycled.
+	krs     []kgo.Record
+	hs      []kgo.RecordHeader
+	settleF func(*kgo.Record, error) // d.settle, made once
+}
+
+// deliveries keeps the Deliveries of ProduceSync calls that succeeded:
+// every promise had run, so kgo holds none of their records.
+var deliveries sync.Pool
+
+// maxPooledRecords bounds the records a recycled Delivery keeps room for.
+const maxPooledRecords = 1024
+
+func newDelivery(p *Producer) *Delivery {
+	d, _ := deliveries.Get().(*Delivery)
+	if d == nil {
+		d = &Delivery{}
+		d.settleF = d.settle
+	}
+	d.p, d.start, d.done = p, time.Now(), make(chan struct{})
+	return d
+}
+
+// recycle gives d back once Wait returned nil: every promise ran and the
+// caller is done with d.
+func (d *Delivery) recycle() {
+	if cap(d.krs) > maxPooledRecords || cap(d.hs) > 8*maxPooledRecords {
+		return
+	}
+	clear(d.krs) // keep no record's bytes alive; kgo sets fields a reuse must not see
+	clear(d.hs)
+	d.p, d.err, d.done = nil, nil, nil
+	deliveries.Put(d)
 }
 
 // Produce enqueues recs, in order, and returns at once; Wait on the result
@@ -337,14 +383,14 @@ func (p *Producer) produce(recs []event.Record, pos []Position) (*Delivery, erro
 	if !p.room(recs) {
 		return nil, ErrFull
 	}
-	d := &Delivery{p: p, start: time.Now(), done: make(chan struct{})}
+	d := newDelivery(p)
 	if len(recs) == 0 {
 		close(d.done)
 		return d, nil
 	}
 	d.pending.Store(int64(len(recs)))
-	krs := toKgoAll(recs, d.start)
-	settle := d.settle
+	d.krs, d.hs = toKgoAll(recs, d.start, d.krs[:0], d.hs[:0])
+	krs, settle := d.krs, d.settleF
 	for i := range krs {
 		// Not a request's context: kgo cancels a whole partition batch when
 		// its first record's context ends, failing other requests' events.
@@ -456,7 +502,7 @@ func (p *Producer) TryProduce(recs []event.Record) error {
 		p.metrics.Undelivered.Inc()
 		p.undelivered.Log("topic", r.Topic, "err", err)
 	}
-	krs := toKgoAll(recs, start)
+	krs, _ := toKgoAll(recs, start, nil, nil)
 	for i := range krs {
 		p.cl.TryProduce(context.Background(), &krs[i], promise)
 	}
