@@ -35,14 +35,17 @@ type Batch struct {
 	tail  []byte    // the enrichment every event of the request shares
 	out   []byte    // the records' bytes, from Build on; reused after Recycle only
 	hs    []Header  // the records' headers, from Build on; as out
-	// spareOut and spareHs are a recycled request's out and hs, for Build.
-	spareOut []byte
-	spareHs  []Header
-	rnd      []byte // random bytes of the ids Build makes; reused
-	ids      string // every record's EventID, back to back, from Build on
-	topic    string
-	limit    int
-	now      time.Time
+	recs  []Record  // RecordSlice's; as out
+	// spareOut, spareHs and spareRecs are a recycled request's out, hs
+	// and recs, for Build and RecordSlice.
+	spareOut  []byte
+	spareHs   []Header
+	spareRecs []Record
+	rnd       []byte // random bytes of the ids Build makes; reused
+	ids       string // every record's EventID, back to back, from Build on
+	topic     string
+	limit     int
+	now       time.Time
 }
 
 // pending is one event between Add and Record.
@@ -79,7 +82,19 @@ func NewBatch(topic string, m Meta, maxEventBytes int) *Batch {
 // Release gives b back for reuse; b must not be used afterwards. The
 // records it built stay valid.
 func (b *Batch) Release() {
-	b.put(b.spareOut, b.spareHs) // Build did not take them: no record holds them
+	b.put(b.spareOut, b.spareHs, b.spareRecs) // not taken: no record holds them
+}
+
+// RecordSlice returns a slice of n zero Records for the caller to fill,
+// with the room of a recycled Batch's when it has enough. The slice is the
+// records' own under Release, and reused after Recycle.
+func (b *Batch) RecordSlice(n int) []Record {
+	recs := b.spareRecs[:0]
+	if cap(recs) < n {
+		recs = make([]Record, n)
+	}
+	b.spareRecs, b.recs = nil, recs[:n]
+	return b.recs
 }
 
 // Recycle is Release for a caller that holds nothing of the records b
@@ -87,9 +102,12 @@ func (b *Batch) Release() {
 // Nothing of the records may be used afterwards (their EventID strings
 // excepted).
 func (b *Batch) Recycle() {
-	out, hs := b.out, b.hs
-	if b.out == nil {
+	out, hs, recs := b.out, b.hs, b.recs
+	if out == nil {
 		out, hs = b.spareOut, b.spareHs
+	}
+	if recs == nil {
+		recs = b.spareRecs
 	}
 	if cap(out) > maxPooledOut {
 		out = nil
@@ -97,20 +115,24 @@ func (b *Batch) Recycle() {
 	if cap(hs) > maxPooledOut/64 {
 		hs = nil
 	}
+	if cap(recs) > maxPooledOut/128 {
+		recs = nil
+	}
 	clear(hs) // keep no escaped string's buffer alive
-	b.put(out[:0], hs[:0])
+	clear(recs[:cap(recs)])
+	b.put(out[:0], hs[:0], recs[:0])
 }
 
 // maxPooledOut bounds the record bytes a recycled Batch keeps.
 const maxPooledOut = 64 << 10
 
-func (b *Batch) put(out []byte, hs []Header) {
+func (b *Batch) put(out []byte, hs []Header, recs []Record) {
 	if cap(b.heads) > maxPooled || cap(b.evs) > 4096 {
 		return
 	}
 	clear(b.evs)
 	b.sc.rd = bytes.Buffer{} // it reads the last event in place: keep no request body alive
-	*b = Batch{sc: b.sc, heads: b.heads[:0], evs: b.evs[:0], tail: b.tail[:0], rnd: b.rnd[:0], spareOut: out, spareHs: hs}
+	*b = Batch{sc: b.sc, heads: b.heads[:0], evs: b.evs[:0], tail: b.tail[:0], rnd: b.rnd[:0], spareOut: out, spareHs: hs, spareRecs: recs}
 	batches.Put(b)
 }
 

@@ -255,7 +255,7 @@ func (s *Server) recordsPlanned(r *http.Request, b *event.Batch, items [][]byte,
 	}
 	b.Build()
 
-	recs := make([]event.Record, len(items))
+	recs := b.RecordSlice(len(items))
 	ans := Answer{Rejected: []Rejection{}}
 	for i, raw := range items {
 		vs := viols[i]

@@ -395,7 +395,7 @@ func (s *Server) records(r *http.Request, b *event.Batch, items [][]byte, meta e
 		return s.recordsPlanned(r, b, items, meta, p)
 	}
 	b.Build()
-	recs := make([]event.Record, len(items))
+	recs := b.RecordSlice(len(items))
 	ans := Answer{Rejected: []Rejection{}}
 	for i, raw := range items {
 		if bad := b.Invalid(i); bad != nil {
