@@ -114,7 +114,19 @@ func (f forwarding) Produce(recs []event.Record) (spool.Delivery, error) {
 	if err != nil {
 		return nil, err // not a typed nil in the interface
 	}
-	return d, nil
+	return recycling{d}, nil
+}
+
+// recycling is a window's Delivery: once Wait returned nil, the forwarder
+// waits on it no more, and its records' room serves a later Produce.
+type recycling struct{ d *kafka.Delivery }
+
+func (r recycling) Wait(ctx context.Context) error {
+	err := r.d.Wait(ctx)
+	if err == nil {
+		r.d.Recycle()
+	}
+	return err
 }
 
 var (

@@ -292,7 +292,7 @@ func (p *Producer) ProduceSync(ctx context.Context, recs []event.Record) error {
 	if err := d.Wait(ctx); err != nil {
 		return err // records may still be in flight: d is left to the collector
 	}
-	d.recycle()
+	d.Recycle()
 	return nil
 }
 
@@ -336,8 +336,9 @@ type Delivery struct {
 	settleF func(*kgo.Record, error) // d.settle, made once
 }
 
-// deliveries keeps the Deliveries of ProduceSync calls that succeeded:
-// every promise had run, so kgo holds none of their records.
+// deliveries keeps the Deliveries given back with Recycle (ProduceSync's
+// that succeeded, the spool forwarder's): every promise had run, so kgo
+// holds none of their records.
 var deliveries sync.Pool
 
 // maxPooledRecords bounds the records a recycled Delivery keeps room for.
@@ -353,9 +354,10 @@ func newDelivery(p *Producer) *Delivery {
 	return d
 }
 
-// recycle gives d back once Wait returned nil: every promise ran and the
-// caller is done with d.
-func (d *Delivery) recycle() {
+// Recycle gives d, and the room of its records, to a later Produce. Call
+// it only after Wait returned nil (every promise ran: kgo holds none of the
+// records), and use d no more.
+func (d *Delivery) Recycle() {
 	if cap(d.krs) > maxPooledRecords || cap(d.hs) > 8*maxPooledRecords {
 		return
 	}
