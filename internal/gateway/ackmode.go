@@ -71,8 +71,8 @@ type positionedSink interface {
 }
 
 // enqueueSink answers once the records are in the producer's buffer
-// (ack=none). The producer keeps recs until Kafka has them: ingest never
-// reuses a record's bytes after Write.
+// (ack=none). The producer keeps recs until Kafka has them, so it has no
+// RecordsDone: ingest never reuses a record's bytes after its Write.
 type enqueueSink struct{ p *kafka.Producer }
 
 func (s enqueueSink) Write(_ context.Context, recs []event.Record) error {
