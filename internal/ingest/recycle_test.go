@@ -17,7 +17,7 @@ import (
 // doneSink is a Sink that says it is done with a Write's records when
 // done(err) (RecordsDone), as the spool (always) and Kafka (once it
 // acknowledged them) do. It copies each record's value as Write saw it, and
-// also keeps the records themselves, uncopied, when keep is set.
+// keeps the records of a Write it fails (fail set) themselves, uncopied.
 type doneSink struct {
 	done func(error) bool
 	fail error
