@@ -273,11 +273,15 @@ func (t *RedisTransport) run() {
 	}
 }
 
-// watch pings Redis every 500 ms so that Healthy follows it.
+// watch pings Redis every 500 ms so that Healthy follows it: unhealthy
+// after two pings in a row failed (a Redis that is gone refuses both, about
+// a second), healthy again at the first that succeeds. One slow ping on a
+// loaded host (past its 400 ms) does not turn calls away with 503s.
 func (t *RedisTransport) watch(ctx context.Context) {
 	defer t.wg.Done()
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
+	failed := 0 // pings in a row that failed
 	for {
 		select {
 		case <-ctx.Done():
@@ -290,8 +294,14 @@ func (t *RedisTransport) watch(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if was := t.healthy.Swap(err == nil); was != (err == nil) {
-			if err != nil {
+		if err != nil {
+			failed++
+		} else {
+			failed = 0
+		}
+		ok := failed < 2
+		if was := t.healthy.Swap(ok); was != ok {
+			if !ok {
 				t.log.Warn("reply: redis unreachable; request-reply answers 503 until it is back", "err", err)
 			} else {
 				t.log.Info("reply: redis reachable again")
