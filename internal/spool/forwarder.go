@@ -28,8 +28,9 @@ type Producer interface {
 type Delivery interface {
 	// Wait blocks until Kafka acknowledged every record (nil), one failed,
 	// or ctx is done (it must then return). Once it returned nil, the
-	// producer holds none of the records' bytes: the forwarder reads the
-	// next records into them.
+	// producer holds neither the slice given to Produce nor any of the
+	// records' bytes or headers: the forwarder reads the next records into
+	// them.
 	Wait(ctx context.Context) error
 }
 
@@ -120,9 +121,9 @@ type Forwarder struct {
 
 	retryLog, recoverLog, readLog, ackLog, poisonLog, parkLog *ratelog.Limiter
 
-	// free holds the buffers of windows Kafka acknowledged, for the reader
-	// to read the next windows into (Reader.recycle); bounded by Windows.
-	free chan []byte
+	// free holds the memory of windows Kafka acknowledged, for the reader
+	// to read the next windows into (recycle); bounded by Windows.
+	free chan *windowMem
 
 	stopCtx   context.Context // done once Stop is called: produce nothing more
 	stopRead  context.CancelFunc
@@ -177,7 +178,7 @@ func StartForwarder(s *Spool, p Producer, cfg ForwarderConfig, log *slog.Logger)
 func newForwarder(s *Spool, p Producer, cfg ForwarderConfig, log *slog.Logger) *Forwarder {
 	f := &Forwarder{
 		s: s, p: p, cfg: cfg, log: log, metrics: s.metrics, done: make(chan struct{}),
-		free:       make(chan []byte, max(cfg.Windows, 1)),
+		free:       make(chan *windowMem, max(cfg.Windows, 1)),
 		afterFunc:  func(d time.Duration, fn func()) func() bool { return time.AfterFunc(d, fn).Stop },
 		retryLog:   ratelog.New(log, slog.LevelWarn, "forwarder: kafka did not take the records; sending them again", 10*time.Second),
 		recoverLog: ratelog.New(log, slog.LevelInfo, "forwarder: kafka acknowledged again", 10*time.Second),
@@ -254,9 +255,9 @@ func (f *Forwarder) update() {
 // window is records read together, on their way to Kafka.
 type window struct {
 	recs   []event.Record
-	ents   []Entry // recs, with their positions and times
-	buf    []byte  // what recs alias
-	next   Pos     // the position after them
+	ents   []Entry    // recs, with their positions and times
+	mem    *windowMem // what recs and ents live in
+	next   Pos        // the position after them
 	oldest int64
 	d      Delivery
 	err    error // of Produce
@@ -533,8 +534,8 @@ func (f *Forwarder) epoch() error {
 			return nil
 		}
 		// Kafka acknowledged every record of w: the producer holds none
-		// of its bytes, so the next windows may be read into them.
-		recycle(f.free, w.buf)
+		// of its memory, so the next windows may be read into it.
+		recycle(f.free, w.mem)
 		<-slots
 	}
 	return readErr // the reader stopped: at Stop, at Close, or failing
@@ -565,10 +566,15 @@ func (f *Forwarder) read(ctx context.Context, slots chan<- struct{}, windows cha
 			return &readError{err: err, pos: next}
 		}
 		f.lastAt.Store(entries[len(entries)-1].AppendedAt.UnixNano())
-		w := &window{recs: make([]event.Record, len(entries)), ents: entries, buf: r.last, next: next, oldest: entries[0].AppendedAt.UnixNano()}
-		for i := range entries {
-			w.recs[i] = entries[i].Record
+		m := r.last
+		if cap(m.recs) < len(entries) {
+			m.recs = make([]event.Record, len(entries))
 		}
+		m.recs = m.recs[:len(entries)]
+		for i := range entries {
+			m.recs[i] = entries[i].Record
+		}
+		w := &window{recs: m.recs, ents: entries, mem: m, next: next, oldest: entries[0].AppendedAt.UnixNano()}
 		f.mu.Lock()
 		if f.inflight == 0 {
 			f.oldest.Store(w.oldest)

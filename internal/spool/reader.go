@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/event"
@@ -28,10 +29,22 @@ type Reader struct {
 	// topic is the last record's, kept so that a window of one topic
 	// shares its string.
 	topic string
-	// free holds buffers of windows Kafka acknowledged whole, for reuse
-	// (see recycle); nil: every window gets a fresh one.
-	free chan []byte
-	last []byte // the buffer the entries of the last Next alias
+	// free holds the memory of windows Kafka acknowledged whole, for
+	// reuse (see recycle); nil: every window gets fresh memory.
+	free chan *windowMem
+	last *windowMem // what the entries of the last Next live in
+}
+
+// windowMem is the memory one window's records live in: the bytes read
+// from the spool, the entries and headers decoded from them, and the
+// records handed to the producer. Once Kafka acknowledged every record of
+// the window, nothing holds any of it, and the next window is read into it
+// (recycle): no allocation per record on the forwarder's path.
+type windowMem struct {
+	buf  []byte
+	ents []Entry
+	hdrs []event.Header // the headers' slab
+	recs []event.Record // for the producer: ents' records (see Forwarder.read)
 }
 
 // NewReader returns a reader starting at from (usually Delivered()).
@@ -110,11 +123,11 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Entry, Pos, error) {
 	if n < frameHeader {
 		n = frameHeader
 	}
-	// A buffer no window in flight uses: the producer may still hold the
+	// Memory no window in flight uses: the producer may still hold the
 	// records of the last windows (a cancelled wait leaves them in its
 	// buffer), so only those Kafka acknowledged are reused.
-	b := r.buffer(int(n))
-	b0 := b
+	m := r.mem(int(n))
+	b := m.buf
 	if _, err := r.f.ReadAt(b, r.pos.Off); err != nil {
 		return nil, r.pos, fmt.Errorf("spool: reading segment %d at %d: %w", seg.base, r.pos.Off, err)
 	}
@@ -132,9 +145,8 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Entry, Pos, error) {
 			if size > avail {
 				return nil, r.pos, fmt.Errorf("spool: segment %d: frame at %d runs past the written end", seg.base, r.pos.Off)
 			}
-			recycle(r.free, b0)
-			b = make([]byte, size)
-			b0 = b
+			b = make([]byte, size) // not kept: see recycle
+			m.buf = b
 			if _, err := r.f.ReadAt(b, r.pos.Off); err != nil {
 				return nil, r.pos, fmt.Errorf("spool: reading segment %d at %d: %w", seg.base, r.pos.Off, err)
 			}
@@ -153,9 +165,11 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Entry, Pos, error) {
 	if frames == 0 {
 		return nil, r.pos, fmt.Errorf("spool: segment %d at %d: %w", seg.base, r.pos.Off, bad)
 	}
-	out := make([]Entry, 0, frames)
-	sh := shared{topic: r.topic}
-	var idBuf []byte
+	out := m.ents[:0]
+	if cap(out) < frames {
+		out = make([]Entry, 0, frames)
+	}
+	sh := shared{topic: r.topic, headers: m.hdrs[:0]}
 	pos := r.pos
 	for i := range frames {
 		size := int(binary.LittleEndian.Uint32(b)) // verified above
@@ -174,39 +188,63 @@ func (r *Reader) Next(ctx context.Context, maxBytes int) ([]Entry, Pos, error) {
 		out = append(out, Entry{Seq: seq, AppendedAt: at, Record: rec, Next: pos})
 		b = b[fn:]
 	}
-	// The ids: one string for the window, cut per record.
+	// The ids: one string for the window, cut per record. (Strings are
+	// not reused: whoever took an id may keep it.)
+	var ids strings.Builder
+	nh := 0
 	for i := range out {
 		id, _ := eventID(&out[i].Record)
-		if idBuf == nil {
-			idBuf = make([]byte, 0, len(out)*len(id))
+		if i == 0 {
+			ids.Grow(len(out) * len(id))
 		}
-		idBuf = append(idBuf, id...)
+		ids.Write(id)
+		nh += len(out[i].Record.Headers)
 	}
-	all, k := string(idBuf), 0
+	all, k := ids.String(), 0
 	for i := range out {
 		id, _ := eventID(&out[i].Record)
 		out[i].Record.EventID = all[k : k+len(id)]
 		k += len(id)
 	}
+	// The next window into this memory starts with a slab for as many
+	// headers as this one had: the last slab cut if it holds them (it is
+	// this window's alone), else a new one.
+	m.ents, m.hdrs = out, sh.headers[:0]
+	if cap(m.hdrs) < nh {
+		m.hdrs = make([]event.Header, 0, nh)
+	}
 	r.topic = sh.topic
 	r.pos = pos
-	r.last = b0
+	r.last = m
 	return out, pos, nil
 }
 
-// buffer returns n bytes for a window: a recycled buffer if one is large
-// enough, else a new one, with room for the next windows to reuse when
-// the reader recycles.
+// mem returns the memory for a window of n bytes: a recycled one if there
+// is one, with a buffer of at least n bytes.
+func (r *Reader) mem(n int) *windowMem {
+	var m *windowMem
+	if r.free != nil {
+		select {
+		case m = <-r.free:
+		default:
+		}
+	}
+	if m == nil {
+		m = new(windowMem)
+	}
+	if cap(m.buf) >= n {
+		m.buf = m.buf[:n]
+	} else {
+		m.buf = r.buffer(n)
+	}
+	return m
+}
+
+// buffer returns a new buffer of n bytes for a window, with room for the
+// next windows to reuse when the reader recycles.
 func (r *Reader) buffer(n int) []byte {
 	if r.free == nil {
 		return make([]byte, n)
-	}
-	select {
-	case b := <-r.free:
-		if cap(b) >= n {
-			return b[:n]
-		}
-	default:
 	}
 	return make([]byte, n, windowBufferCap(n))
 }
@@ -234,24 +272,39 @@ func windowBufferCap(n int) int {
 // heap of inlet serve.
 const minWindowBuffer = 64 << 10
 
-// recycle hands back to free the buffer of a window whose records nobody
+// recycle hands back to free the memory of a window whose records nobody
 // holds any more (Kafka acknowledged every one of them), for the reader to
-// read a next window into. It is safe to call from any goroutine, and
-// drops b when free is full or b is large.
-func recycle(free chan<- []byte, b []byte) {
-	if cap(b) > maxRecycled {
-		return // a window of a backlog: do not hold on to it
+// read a next window into. It is safe to call from any goroutine; it drops
+// m when free is full, and what of m is large.
+func recycle(free chan<- *windowMem, m *windowMem) {
+	if cap(m.buf) > maxRecycled {
+		m.buf = nil // a window of a backlog: do not hold on to it
+	}
+	if cap(m.ents) > maxRecycledRecords || cap(m.recs) > maxRecycledRecords || cap(m.hdrs) > 4*maxRecycledRecords {
+		// Many small records: their bytes are in the buffer, but their
+		// entries would hold several times as much.
+		m.ents, m.recs, m.hdrs = nil, nil, nil
+	} else {
+		// Nothing of the old window is kept alive by what the next one
+		// does not overwrite.
+		clear(m.ents[:cap(m.ents)])
+		clear(m.recs[:cap(m.recs)])
+		clear(m.hdrs[:cap(m.hdrs)])
 	}
 	select {
-	case free <- b:
+	case free <- m:
 	default:
 	}
 }
 
 // maxRecycled bounds the buffers a reader keeps for reuse: one larger (a
 // WindowBytes above it, or a frame larger than the window) is not held on
-// to.
-const maxRecycled = 512 << 10
+// to. maxRecycledRecords bounds the entries and records kept (in make
+// bench a window is about 250 records).
+const (
+	maxRecycled        = 512 << 10
+	maxRecycledRecords = 2048
+)
 
 // after returns the segment after seg, or nil. s.mu must be held.
 func (s *Spool) after(seg *segment) *segment {

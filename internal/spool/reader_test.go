@@ -100,10 +100,13 @@ func TestReaderAllocationsPerWindow(t *testing.T) {
 // still hold (until its delivery timeout), and checks at each
 // acknowledgement that the records still have their bytes.
 type holdingKafka struct {
-	mu      sync.Mutex
-	calls   int
-	failed  []heldRecord // of deliveries that failed
-	changed []string     // ids of records whose bytes changed before they were acknowledged
+	mu     sync.Mutex
+	calls  int
+	failed []heldRecord // of deliveries that failed
+	// failedDeliveries are the deliveries that failed, whose slices the
+	// producer may still hold too.
+	failedDeliveries []*holdingDelivery
+	changed          []string // ids of records whose bytes changed before they were acknowledged
 }
 
 type heldRecord struct {
@@ -136,15 +139,31 @@ type holdingDelivery struct {
 	k    *holdingKafka
 	fail bool
 	recs []heldRecord
+	// slice is the slice Produce was given, ids its records' ids then:
+	// the forwarder must not reuse it either before Kafka acknowledged it.
+	slice []event.Record
+	ids   []string
+}
+
+// sliceIntact reports whether d's slice still holds the records it was
+// given.
+func (d *holdingDelivery) sliceIntact() bool {
+	for i, r := range d.slice {
+		if r.EventID != d.ids[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func (k *holdingKafka) Produce(recs []event.Record) (Delivery, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.calls++
-	d := &holdingDelivery{k: k, fail: k.calls%3 == 0}
+	d := &holdingDelivery{k: k, fail: k.calls%3 == 0, slice: recs}
 	for _, r := range recs {
 		d.recs = append(d.recs, hold(r))
+		d.ids = append(d.ids, r.EventID)
 	}
 	return d, nil
 }
@@ -154,7 +173,11 @@ func (d *holdingDelivery) Wait(context.Context) error {
 	defer d.k.mu.Unlock()
 	if d.fail {
 		d.k.failed = append(d.k.failed, d.recs...)
+		d.k.failedDeliveries = append(d.k.failedDeliveries, d)
 		return errors.New("kafka: not acknowledged")
+	}
+	if !d.sliceIntact() {
+		d.k.changed = append(d.k.changed, "the slice of "+d.ids[0])
 	}
 	for _, h := range d.recs {
 		if !h.intact() {
@@ -201,13 +224,18 @@ func TestForwarderReusesOnlyAcknowledgedWindows(t *testing.T) {
 			t.Fatalf("record %s of a failed delivery was overwritten: the buffer of a window kafka did not acknowledge was reused", h.r.EventID)
 		}
 	}
+	for _, d := range k.failedDeliveries {
+		if !d.sliceIntact() {
+			t.Fatalf("the records given to a failed delivery (from %s) were replaced: the memory of a window kafka did not acknowledge was reused", d.ids[0])
+		}
+	}
 }
 
 // TestReaderWindowBuffers: a window is read into a buffer sized to the
 // power of two that holds it, at least 64 KiB (not a fixed 256 KiB whatever
 // the window), and a recycled buffer is read into again by a window it
-// holds; a window too large to keep gets a buffer of its size, which is
-// not kept.
+// holds, with its entries and headers in the recycled window's; a window
+// too large to keep gets a buffer of its size, which is not kept.
 func TestReaderWindowBuffers(t *testing.T) {
 	t.Parallel()
 	s, _, _ := open(t, testConfig(t.TempDir()))
@@ -224,9 +252,10 @@ func TestReaderWindowBuffers(t *testing.T) {
 	}
 	r := s.NewReader(s.Delivered())
 	defer r.Close()
-	r.free = make(chan []byte, 4)
-	// next reads the window appended last (wholly) and returns its buffer.
-	next := func(want int) []byte {
+	r.free = make(chan *windowMem, 4)
+	// next reads the window appended last (wholly), checks its records,
+	// and returns its memory.
+	next := func(want int) *windowMem {
 		t.Helper()
 		es, _, err := r.Next(context.Background(), 1<<20)
 		if err != nil {
@@ -235,33 +264,40 @@ func TestReaderWindowBuffers(t *testing.T) {
 		if len(es) != want {
 			t.Fatalf("a window of %d records, want %d", len(es), want)
 		}
+		for i, e := range es {
+			id := fmt.Sprintf("r%d-%d", want, i)
+			if e.Record.EventID != id || len(e.Record.Headers) != 2 || string(e.Record.Headers[0].Value) != id {
+				t.Fatalf("record %d: id %q, headers %q, want %s", i, e.Record.EventID, e.Record.Headers, id)
+			}
+		}
 		return r.last
 	}
 
 	appendKiB(4)
-	if b := next(4); cap(b) != 64<<10 {
-		t.Fatalf("a window of %d bytes was read into a buffer of %d KiB, want 64 KiB", len(b), cap(b)>>10)
+	if m := next(4); cap(m.buf) != 64<<10 {
+		t.Fatalf("a window of %d bytes was read into a buffer of %d KiB, want 64 KiB", len(m.buf), cap(m.buf)>>10)
 	}
 	recycle(r.free, r.last)
 	appendKiB(100)
-	b100 := next(100)
-	if cap(b100) != 128<<10 {
-		t.Fatalf("a window of %d bytes (the recycled 64 KiB buffer too small) was read into %d KiB, want 128 KiB", len(b100), cap(b100)>>10)
+	m100 := next(100)
+	if cap(m100.buf) != 128<<10 {
+		t.Fatalf("a window of %d bytes (the recycled 64 KiB buffer too small) was read into %d KiB, want 128 KiB", len(m100.buf), cap(m100.buf)>>10)
 	}
-	recycle(r.free, b100)
+	b100, e100, h100 := &m100.buf[:1][0], &m100.ents[:1][0], &m100.hdrs[:1][0]
+	recycle(r.free, m100)
 	appendKiB(90)
-	if b := next(90); &b[:1][0] != &b100[:1][0] {
-		t.Fatal("a window of 90 KiB was not read into the recycled 128 KiB buffer")
+	if m := next(90); &m.buf[:1][0] != b100 || &m.ents[:1][0] != e100 || &m.hdrs[:1][0] != h100 {
+		t.Fatal("a window of 90 KiB was not read into the recycled 128 KiB window's buffer, entries and headers")
 	}
 	recycle(r.free, r.last)
 	<-r.free // empty: the next window finds no recycled buffer
 	appendKiB(600)
 	big := next(600)
-	if cap(big) != len(big) {
-		t.Fatalf("a window of %d bytes was read into a buffer of %d bytes, want exactly its size", len(big), cap(big))
+	if cap(big.buf) != len(big.buf) {
+		t.Fatalf("a window of %d bytes was read into a buffer of %d bytes, want exactly its size", len(big.buf), cap(big.buf))
 	}
 	recycle(r.free, big)
-	if len(r.free) != 0 {
-		t.Fatalf("a buffer of %d KiB was kept for reuse, want none over 512 KiB", cap(big)>>10)
+	if m := <-r.free; m.buf != nil {
+		t.Fatalf("a buffer of %d KiB was kept for reuse, want none over 512 KiB", cap(m.buf)>>10)
 	}
 }

@@ -48,7 +48,7 @@ func TestReviewWindowsOfMixedSizes(t *testing.T) {
 		t.Helper()
 		r := s.NewReader(from)
 		defer r.Close()
-		r.free = make(chan []byte, 4)
+		r.free = make(chan *windowMem, 4)
 		var got [][]byte
 		pos := from
 		for len(got) < upTo {
