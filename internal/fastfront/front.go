@@ -352,33 +352,67 @@ type fastConn struct {
 	closed atomic.Bool
 }
 
-// lingerFor is how long Close reads out a lingering connection (net/http's
-// rstAvoidanceDelay), lingerMax the most it reads.
+// A lingering close reads out and throws away what the client still sends
+// after the answer, until the client closes, nothing came for lingerIdle,
+// lingerFor passed or lingerMax bytes were read, whichever comes first (the
+// lingering close of nginx). A client that reads its answer only once it has
+// written its whole body gets it as long as the body is within lingerMax; a
+// fixed short read-out (net/http reads 256 KiB for 500 ms) resets the
+// connection under a client still writing a 1 MiB body, and the reset takes
+// the unread answer with it. At most maxLingering connections linger at
+// once; past that they close at once.
 const (
-	lingerFor = 500 * time.Millisecond
-	lingerMax = 256 << 10
+	lingerIdle   = 2 * time.Second
+	lingerFor    = 5 * time.Second
+	lingerMax    = 32 << 20
+	maxLingering = 256
 )
+
+// lingering counts the connections being read out (lingerFor).
+var lingering atomic.Int32
 
 func (c *fastConn) Close() error {
 	if c.closed.Swap(true) {
 		return nil
 	}
 	c.cancel()
-	c.front.untrack(c.Conn)
-	if !c.linger.Load() {
+	tc, ok := c.Conn.(interface{ CloseWrite() error })
+	if !c.linger.Load() || !ok {
+		c.front.untrack(c.Conn)
 		return c.Conn.Close()
 	}
-	tc, ok := c.Conn.(interface{ CloseWrite() error })
-	if !ok {
+	if lingering.Add(1) > maxLingering {
+		lingering.Add(-1)
+		c.front.untrack(c.Conn)
 		return c.Conn.Close()
 	}
 	_ = tc.CloseWrite()
+	// Tracked until closed: Front.Close ends a lingering read at once.
 	go func() {
-		_ = c.Conn.SetReadDeadline(time.Now().Add(lingerFor))
-		_, _ = io.Copy(io.Discard, io.LimitReader(c.Conn, lingerMax))
-		c.Conn.Close()
+		defer lingering.Add(-1)
+		defer c.front.untrack(c.Conn)
+		defer c.Conn.Close()
+		readOut(c.Conn, time.Now().Add(lingerFor))
 	}()
 	return nil
+}
+
+// readOut reads and throws away what comes on conn until it ends, nothing
+// comes for lingerIdle, the deadline passes or lingerMax bytes were read.
+func readOut(conn net.Conn, deadline time.Time) {
+	buf := make([]byte, 16<<10)
+	for n := 0; n < lingerMax; {
+		d := time.Now().Add(lingerIdle)
+		if d.After(deadline) {
+			d = deadline
+		}
+		_ = conn.SetReadDeadline(d)
+		k, err := conn.Read(buf)
+		n += k
+		if err != nil {
+			return
+		}
+	}
 }
 
 // requestError answers a request fasthttp could not read, in JSON as the

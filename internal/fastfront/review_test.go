@@ -5,6 +5,7 @@ package fastfront
 // others are regression tests that pass.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -409,12 +410,47 @@ func TestTooLarge413ReadableAndClosed(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(lingerFor + 300*time.Millisecond)
+	// The client stopped sending without closing: the read-out ends after
+	// lingerIdle.
+	time.Sleep(lingerIdle + 500*time.Millisecond)
 	// fasthttp's clock, its pool cleaner and an idle worker or two may
 	// stay; a lingering close (fastConn.Close) must not.
 	buf := make([]byte, 1<<20)
 	if st := string(buf[:runtime.Stack(buf, true)]); strings.Contains(st, "fastfront.(*fastConn).Close") {
-		t.Errorf("a lingering close is still running after %v (%d goroutines, %d before):\n%s", lingerFor, runtime.NumGoroutine(), before, st)
+		t.Errorf("a lingering close is still running after %v (%d goroutines, %d before):\n%s", lingerIdle, runtime.NumGoroutine(), before, st)
+	}
+}
+
+// TestTooLarge413AfterTheWholeBody: a client that reads its answer only
+// once it has written its whole body (a 4 MiB one, refused by a handler
+// that read 1,000 bytes of it) still gets the 413: the front reads out
+// what comes after the answer until the client is done. A short read-out
+// (256 KiB, as net/http's) resets the connection under the client's
+// write, and the reset takes the unread answer with it.
+func TestTooLarge413AfterTheWholeBody(t *testing.T) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1000))
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	addr, _, _ := start(t, Config{Handler: h})
+	const size = 4 << 20
+	c := dial(t, addr)
+	c.send(fmt.Sprintf("POST /fast HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", size))
+	_ = c.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.c.Write(bytes.Repeat([]byte("x"), size)); err != nil {
+		t.Fatalf("writing the body: %v (the server reset the connection before the client could read its answer)", err)
+	}
+	resp, s, err := c.answerWithin(5 * time.Second)
+	if err != nil || resp.StatusCode != 413 {
+		t.Fatalf("413 not read after the whole body: %v %v %+v", err, resp, s)
+	}
+	if !c.closed() {
+		t.Fatal("connection open after 413")
 	}
 }
 
