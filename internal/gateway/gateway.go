@@ -300,7 +300,7 @@ func (g *Gateway) checkLimits(ctx context.Context) {
 }
 
 func (g *Gateway) startReadiness() {
-	g.kafka = newKafkaCheck(g.prod, g.cfg.ReadyInterval, g.cfg.Kafka.Security, g.kafkaCert)
+	g.kafka = newKafkaCheck(g.prod, g.cfg.Ingest.Topic, g.cfg.ReadyInterval, g.cfg.Kafka.Security, g.kafkaCert)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); g.kafka.run(ctx, g) }()

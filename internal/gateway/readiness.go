@@ -59,6 +59,7 @@ type SpoolState struct {
 // quickly until the first success, then every interval.
 type kafkaCheck struct {
 	prod     *kafka.Producer
+	topic    string // the events topic: ready once it has leaders
 	interval time.Duration
 	sec      kafka.Security // to describe TLS and SASL failures
 	cert     string         // why the client certificate is not valid now; "" when it is
@@ -67,10 +68,15 @@ type kafkaCheck struct {
 	// refused is set while the brokers refuse the gateway's TLS or SASL
 	// settings (refusedBy): a misconfiguration, not an outage.
 	refused atomic.Bool
+	// topicSeen: the events topic had a leader for every partition once
+	// (kafka.Producer.TopicReady); until then the check asks for it too.
+	// Later trouble with the topic shows in the produce results
+	// (produceFailing).
+	topicSeen bool
 }
 
-func newKafkaCheck(p *kafka.Producer, interval time.Duration, sec kafka.Security, cert string) *kafkaCheck {
-	c := &kafkaCheck{prod: p, interval: interval, sec: sec, cert: cert}
+func newKafkaCheck(p *kafka.Producer, topic string, interval time.Duration, sec kafka.Security, cert string) *kafkaCheck {
+	c := &kafkaCheck{prod: p, topic: topic, interval: interval, sec: sec, cert: cert}
 	why := "no metadata request has succeeded yet"
 	c.why.Store(&why)
 	return c
@@ -122,6 +128,26 @@ func (c *kafkaCheck) run(ctx context.Context, g *Gateway) {
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := c.prod.Ping(pctx)
+		if err == nil && !c.topicSeen && c.topic != "" {
+			// Ready only once the topic can take records: a gateway that
+			// answers before its topic exists buffers what it cannot send
+			// yet (with ack=none, memory; with ack=kafka, requests waiting).
+			if terr := c.prod.TopicReady(pctx, c.topic); terr != nil {
+				cancel()
+				if ctx.Err() != nil {
+					return
+				}
+				why := terr.Error()
+				if prev := c.why.Swap(&why); c.ok.Load() || prev == nil || *prev != why {
+					g.log.Info("not ready: waiting for the events topic", "err", why)
+				}
+				c.ok.Store(false)
+				c.refused.Store(false)
+				t.Reset(wait)
+				continue
+			}
+			c.topicSeen = true
+		}
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -141,7 +167,7 @@ func (c *kafkaCheck) run(ctx context.Context, g *Gateway) {
 		} else {
 			c.refused.Store(false)
 			if !c.ok.Swap(true) {
-				g.log.Info("ready: kafka answered a metadata request")
+				g.log.Info("ready: kafka answered a metadata request, and the events topic has leaders", "topic", c.topic)
 				if first {
 					first = false
 					g.checkLimits(ctx)

@@ -43,7 +43,7 @@ func (s *failingSink) WriteAt(ctx context.Context, recs []event.Record, pos []ka
 func TestLiveTapShowsOnlyAcknowledged(t *testing.T) {
 	g := &Gateway{cfg: DefaultConfig()}
 	g.cfg.Ack = AckKafka
-	g.kafka = newKafkaCheck(nil, time.Second, kafka.Security{}, "")
+	g.kafka = newKafkaCheck(nil, "", time.Second, kafka.Security{}, "")
 	mux := http.NewServeMux()
 	inner := &failingSink{}
 	sink := g.startUI(mux, inner, webui.DefaultConfig())

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // recordOverhead is what a record of an event takes beyond the event's
@@ -39,6 +40,43 @@ func (p *Producer) CheckLimits(ctx context.Context, topic string, maxEventBytes 
 	}
 	return fmt.Sprintf("kafka may refuse events that inlet accepts: events up to %d bytes are accepted, but topic %s takes records up to %d bytes (%s); larger ones get 413 with --ack kafka and are dead-lettered with --ack spool: lower --max-event-bytes below %d or raise the topic's max.message.bytes",
 		maxEventBytes, topic, limit, source, max(limit-recordOverhead, 0)), nil
+}
+
+// TopicReady asks the brokers for topic's metadata as the producer does,
+// letting a broker that creates topics on first use create it, and returns
+// nil once the topic has partitions, each with a leader: records sent to
+// it can be acknowledged. Otherwise the error says why not (being created,
+// no leader, not there and not created, not authorized).
+func (p *Producer) TopicReady(ctx context.Context, topic string) error {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	req.AllowAutoTopicCreation = true
+	resp, err := req.RequestWith(ctx, p.cl)
+	if err != nil {
+		return fmt.Errorf("asking for topic %s: %w", topic, err)
+	}
+	if len(resp.Topics) != 1 {
+		return fmt.Errorf("topic %s: the brokers answered for %d topics", topic, len(resp.Topics))
+	}
+	t := resp.Topics[0]
+	switch err := kerr.ErrorForCode(t.ErrorCode); {
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("topic %s does not exist and the brokers do not create it on first use (auto.create.topics.enable): create it", topic)
+	case errors.Is(err, kerr.LeaderNotAvailable):
+		return fmt.Errorf("topic %s is being created", topic)
+	case err != nil:
+		return fmt.Errorf("topic %s: %w", topic, err)
+	case len(t.Partitions) == 0:
+		return fmt.Errorf("topic %s has no partitions yet", topic)
+	}
+	for _, pt := range t.Partitions {
+		if err := kerr.ErrorForCode(pt.ErrorCode); pt.Leader < 0 || err != nil && !errors.Is(err, kerr.ReplicaNotAvailable) {
+			return fmt.Errorf("topic %s: partition %d has no leader (%v)", topic, pt.Partition, err)
+		}
+	}
+	return nil
 }
 
 // BatchLimit returns the largest record batch Kafka takes on every one of
