@@ -63,7 +63,7 @@ func (p *Producer) TopicReady(ctx context.Context, topic string) error {
 	t := resp.Topics[0]
 	switch err := kerr.ErrorForCode(t.ErrorCode); {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return fmt.Errorf("topic %s does not exist and the brokers do not create it on first use (auto.create.topics.enable): create it", topic)
+		return fmt.Errorf("topic %s does not exist (yet: brokers with auto.create.topics.enable create it now; others need it created)", topic)
 	case errors.Is(err, kerr.LeaderNotAvailable):
 		return fmt.Errorf("topic %s is being created", topic)
 	case err != nil:
