@@ -34,7 +34,7 @@ FUZZTIME ?= 1m
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzSplitParse -fuzztime=$(FUZZTIME) ./internal/event/
 
-## bench: the headline comparison on real Kafka: no-op server, inlet serve --ack none|kafka|spool (scripts/bench.sh, minutes)
+## bench: the headline comparison on real Kafka: no-op server, inlet serve --ack none|kafka|spool, ROUNDS=3 interleaved rounds, medians (scripts/bench.sh, about 20 minutes)
 bench:
 	scripts/bench.sh
 

@@ -10,6 +10,11 @@
 # GOMAXPROCS=1; Kafka and the load generator (inlet bench http) on core 1.
 # Load goes to loopback only.
 #
+# ROUNDS rounds, the servers interleaved (each round starts one server
+# later in the list; this machine's speed drifts by tens of percent within
+# minutes), each run on a new topic and data directory; the table gives
+# the medians of the rounds and every round's req/s.
+#
 # For each server: a closed loop of CONNS connections (each request
 # POST /v1/batch with EVENTS events of about EVENT_BYTES bytes, unique ids)
 # for DURATION after WARMUP; then open loops (latency from the intended
@@ -18,8 +23,9 @@
 # loop.
 #
 # Usage: scripts/bench.sh      (make bench)
-# Environment: DURATION=20s WARMUP=5s OPEN_DURATION=15s CONNS=100 EVENTS=5
-#   EVENT_BYTES=100 FIXED_RATE=2000 PROFILE_SECONDS=10
+# Environment: ROUNDS=3 DURATION=20s WARMUP=5s OPEN_DURATION=15s CONNS=100
+#   EVENTS=5 EVENT_BYTES=100 FIXED_RATE=2000 PROFILE_SECONDS=10
+#   SERVERS="noop none kafka spool kafka-nethttp" (a subset, in this order)
 #   BENCH_OUT=dir for the reports (default /tmp/inlet-bench-<time>)
 set -euo pipefail
 
@@ -32,6 +38,7 @@ CONNS="${CONNS:-100}"
 EVENTS="${EVENTS:-5}"
 EVENT_BYTES="${EVENT_BYTES:-100}"
 FIXED_RATE="${FIXED_RATE:-2000}"
+ROUNDS="${ROUNDS:-3}"
 PROFILE_SECONDS="${PROFILE_SECONDS:-10}"
 OUT="${BENCH_OUT:-/tmp/inlet-bench-$(date +%Y%m%d-%H%M%S)}"
 WORK="$(mktemp -d)"
@@ -135,45 +142,83 @@ ms() { awk -v v="$1" 'BEGIN { if (v < 10) printf "%.2f ms", v; else if (v < 100)
 
 # kafka-nethttp: --ack kafka with every request on net/http
 # (--http-front nethttp), beside the default fasthttp front for ingest.
-SERVERS="noop none kafka spool kafka-nethttp"
+SERVERS="${SERVERS:-noop none kafka spool kafka-nethttp}"
+read -r -a LIST <<<"$SERVERS"
+# Per run, keyed SERVER/ROUND.
 declare -A RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER
 port=18580
+for r in $(seq 1 "$ROUNDS"); do
+	log "round $r of $ROUNDS"
+	for i in "${!LIST[@]}"; do
+		# Each round starts one server later in the list: no server
+		# always runs first, or right after the same one.
+		s="${LIST[$(((i + r - 1) % ${#LIST[@]}))]}"
+		k="$s/$r"
+		port=$((port + 1))
+		url="http://127.0.0.1:$port/v1/batch"
+		topic="bench-$s-$r" # a new topic each run
+		if [ "$s" = noop ]; then
+			log "no-op server (core 0)"
+			start_server "noop-$r" "$port" "$WORK/noop" --listen "127.0.0.1:$port"
+		elif [ "$s" = kafka-nethttp ]; then
+			log "inlet serve --ack kafka --http-front nethttp (core 0)"
+			start_server "inlet-$s-$r" "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+				--ack kafka --http-front nethttp --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
+		else
+			log "inlet serve --ack $s (core 0)"
+			start_server "inlet-$s-$r" "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+				--ack "$s" --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
+		fi
+		log "$s: closed loop, $CONNS connections, $DURATION after $WARMUP warmup"
+		cpu0="$(cpu_ticks)" t0="$(date +%s.%N)"
+		load "$s-$r-closed" --target "$url" --concurrency "$CONNS" --warmup "$WARMUP" --duration "$DURATION"
+		CPU[$k]="$(awk -v a="$cpu0" -v b="$(cpu_ticks)" -v t0="$t0" -v t1="$(date +%s.%N)" -v hz="$(getconf CLK_TCK)" \
+			'BEGIN { printf "%.0f", 100 * (b - a) / hz / (t1 - t0) }')"
+		RSS[$k]="$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SERVER_PID/status")"
+		RPS[$k]="$(j "$OUT/$s-$r-closed.json" .requests_per_s)"
+		EPS[$k]="$(j "$OUT/$s-$r-closed.json" .events_per_s)"
+		P50[$k]="$(j "$OUT/$s-$r-closed.json" .latency.p50_ms)"
+		P99[$k]="$(j "$OUT/$s-$r-closed.json" .latency.p99_ms)"
+		HALF[$k]="$(awk -v r="${RPS[$k]}" 'BEGIN { printf "%d", r / 2 }')"
+		log "$s: open loop at ${HALF[$k]} req/s (half its closed-loop rate)"
+		load "$s-$r-open-half" --target "$url" --rate "${HALF[$k]}" --connections "$CONNS" --warmup "$WARMUP" --duration "$OPEN_DURATION"
+		HP50[$k]="$(j "$OUT/$s-$r-open-half.json" .latency.p50_ms)"
+		HP99[$k]="$(j "$OUT/$s-$r-open-half.json" .latency.p99_ms)"
+		log "$s: open loop at $FIXED_RATE req/s"
+		load "$s-$r-open-fixed" --target "$url" --rate "$FIXED_RATE" --connections "$CONNS" --warmup "$WARMUP" --duration "$OPEN_DURATION"
+		FP50[$k]="$(j "$OUT/$s-$r-open-fixed.json" .latency.p50_ms)"
+		FP99[$k]="$(j "$OUT/$s-$r-open-fixed.json" .latency.p99_ms)"
+		FAILED[$k]=$(($(failed "$OUT/$s-$r-closed.json") + $(failed "$OUT/$s-$r-open-half.json") + $(failed "$OUT/$s-$r-open-fixed.json")))
+		OTHER[$k]="$(printf '%s\n' "${OTHER[$s-$r-closed]}" "${OTHER[$s-$r-open-half]}" "${OTHER[$s-$r-open-fixed]}" | sort -n | tail -n 1)"
+		stop_server
+	done
+done
+
+# med ARRAY SERVER: the median of the rounds' values of ARRAY for SERVER.
+med() {
+	local -n a="$1"
+	local r
+	for r in $(seq 1 "$ROUNDS"); do echo "${a[$2/$r]}"; done | sort -g |
+		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+# rounds ARRAY SERVER FORMAT: the rounds' values, in round order.
+rounds() {
+	local -n a="$1"
+	local r out=()
+	for r in $(seq 1 "$ROUNDS"); do out+=("$(printf "$3" "${a[$2/$r]}")"); done
+	echo "${out[*]}"
+}
+# The medians, by server, for the report.
+declare -A M_RPS M_EPS M_P50 M_P99 M_CPU M_HALF M_HP50 M_HP99 M_FP50 M_FP99 M_RSS M_FAILED
 for s in $SERVERS; do
-	port=$((port + 1))
-	url="http://127.0.0.1:$port/v1/batch"
-	if [ "$s" = noop ]; then
-		log "no-op server (core 0)"
-		start_server noop "$port" "$WORK/noop" --listen "127.0.0.1:$port"
-	elif [ "$s" = kafka-nethttp ]; then
-		log "inlet serve --ack kafka --http-front nethttp (core 0)"
-		start_server "inlet-$s" "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
-			--ack kafka --http-front nethttp --topic "bench-$s" --data-dir "$WORK/data-$s" --log-level warn
-	else
-		log "inlet serve --ack $s (core 0)"
-		start_server "inlet-$s" "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
-			--ack "$s" --topic "bench-$s" --data-dir "$WORK/data-$s" --log-level warn
-	fi
-	log "$s: closed loop, $CONNS connections, $DURATION after $WARMUP warmup"
-	cpu0="$(cpu_ticks)" t0="$(date +%s.%N)"
-	load "$s-closed" --target "$url" --concurrency "$CONNS" --warmup "$WARMUP" --duration "$DURATION"
-	CPU[$s]="$(awk -v a="$cpu0" -v b="$(cpu_ticks)" -v t0="$t0" -v t1="$(date +%s.%N)" -v hz="$(getconf CLK_TCK)" \
-		'BEGIN { printf "%.0f%%", 100 * (b - a) / hz / (t1 - t0) }')"
-	RSS[$s]="$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SERVER_PID/status")"
-	RPS[$s]="$(j "$OUT/$s-closed.json" .requests_per_s)"
-	EPS[$s]="$(j "$OUT/$s-closed.json" .events_per_s)"
-	P50[$s]="$(j "$OUT/$s-closed.json" .latency.p50_ms)"
-	P99[$s]="$(j "$OUT/$s-closed.json" .latency.p99_ms)"
-	HALF[$s]="$(awk -v r="${RPS[$s]}" 'BEGIN { printf "%d", r / 2 }')"
-	log "$s: open loop at ${HALF[$s]} req/s (half its closed-loop rate)"
-	load "$s-open-half" --target "$url" --rate "${HALF[$s]}" --connections "$CONNS" --warmup "$WARMUP" --duration "$OPEN_DURATION"
-	HP50[$s]="$(j "$OUT/$s-open-half.json" .latency.p50_ms)"
-	HP99[$s]="$(j "$OUT/$s-open-half.json" .latency.p99_ms)"
-	log "$s: open loop at $FIXED_RATE req/s"
-	load "$s-open-fixed" --target "$url" --rate "$FIXED_RATE" --connections "$CONNS" --warmup "$WARMUP" --duration "$OPEN_DURATION"
-	FP50[$s]="$(j "$OUT/$s-open-fixed.json" .latency.p50_ms)"
-	FP99[$s]="$(j "$OUT/$s-open-fixed.json" .latency.p99_ms)"
-	FAILED[$s]=$(($(failed "$OUT/$s-closed.json") + $(failed "$OUT/$s-open-half.json") + $(failed "$OUT/$s-open-fixed.json")))
-	stop_server
+	for f in RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99; do
+		declare -n m="M_$f"
+		m[$s]="$(med "$f" "$s")"
+		unset -n m
+	done
+	M_RSS[$s]="$(rounds RSS "$s" %s | tr ' ' '\n' | sort -n | tail -n 1)" # the highest
+	M_FAILED[$s]=0
+	for r in $(seq 1 "$ROUNDS"); do M_FAILED[$s]=$((M_FAILED[$s] + FAILED[$s/$r])); done
 done
 
 # Where the time goes: a CPU profile of --ack kafka under the closed loop.
@@ -203,40 +248,51 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 	echo "**Machine**: $(nproc --all) vCPU $cpu, $mem, Linux $(uname -r), $(go version | awk '{print $3}'), Apache Kafka ${KAFKA_VERSION:-4.4.0} (single-node KRaft, \`scripts/kafka.sh\`, on core 1). $(date -u +%Y-%m-%d), load average $LOAD_BEFORE before the run, $LOAD_AFTER after."
 	echo
 	echo '```sh'
-	echo "make bench    # scripts/bench.sh: DURATION=$DURATION WARMUP=$WARMUP OPEN_DURATION=$OPEN_DURATION CONNS=$CONNS EVENTS=$EVENTS EVENT_BYTES=$EVENT_BYTES FIXED_RATE=$FIXED_RATE"
+	echo "make bench    # scripts/bench.sh: ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP OPEN_DURATION=$OPEN_DURATION CONNS=$CONNS EVENTS=$EVENTS EVENT_BYTES=$EVENT_BYTES FIXED_RATE=$FIXED_RATE"
 	echo '```'
 	echo
 	echo "Each server on core 0 with \`GOMAXPROCS=1\`; Kafka and the load generator (\`inlet bench http\`, $EVENTS events of about $EVENT_BYTES bytes per request, unique ids) on core 1. Closed loop: $CONNS connections, $DURATION after $WARMUP warmup. Open loop: latency from each request's intended send time, at half the server's closed-loop rate and at $FIXED_RATE req/s, $OPEN_DURATION after $WARMUP warmup, at most $CONNS connections. Server CPU: the server's CPU time over the closed loop (warmup included) per second: 100% is core 0 saturated. Peak RSS: \`VmHWM\` after the closed loop."
 	echo
-	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | other work |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "$ROUNDS rounds, the servers interleaved (each round starts one server later in the list), each run on a new topic; the table gives the medians of the rounds (peak RSS: the highest)."
+	echo
+	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | other work per round |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for s in $SERVERS; do
 		name="inlet --ack $s"
 		[ "$s" = noop ] && name="no-op net/http"
 		[ "$s" = kafka-nethttp ] && name="inlet --ack kafka --http-front nethttp"
-		other="${OTHER[$s-closed]}% ${OTHER[$s-open-half]}% ${OTHER[$s-open-fixed]}%"
-		printf '| %s | %.0f | %.0f | %.2fx | %s | %s | %s | %s | %s | %s | %s | %s | %s MB | %s | %s |\n' "$name" "${RPS[$s]}" "${EPS[$s]}" \
-			"$(awk -v a="${RPS[$s]}" -v b="${RPS[noop]}" 'BEGIN { print a / b }')" \
-			"$(ms "${P50[$s]}")" "$(ms "${P99[$s]}")" "${CPU[$s]}" "${HALF[$s]}" "$(ms "${HP50[$s]}")" "$(ms "${HP99[$s]}")" \
-			"$(ms "${FP50[$s]}")" "$(ms "${FP99[$s]}")" "${RSS[$s]}" "${FAILED[$s]}" "$other"
+		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
+			"$(awk -v a="${M_RPS[$s]}" -v b="${M_RPS[noop]:-}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')" \
+			"$(ms "${M_P50[$s]}")" "$(ms "${M_P99[$s]}")" "${M_CPU[$s]}" "${M_HALF[$s]}" "$(ms "${M_HP50[$s]}")" "$(ms "${M_HP99[$s]}")" \
+			"$(ms "${M_FP50[$s]}")" "$(ms "${M_FP99[$s]}")" "${M_RSS[$s]}" "${M_FAILED[$s]}" "$(rounds RPS "$s" %.0f)" "$(rounds OTHER "$s" %s%%)"
 	done
 	echo
-	echo "\"failed\": answers other than 2xx, client errors and requests the generator dropped, over the three runs. \"other work\": CPU that other processes on this shared machine took during each of the three runs (closed, open at ½ max, open at $FIXED_RATE), in % of a core (all CPU time less the server's, Kafka's and the load generator's); a run with much of it is disturbed."
+	echo "\"failed\": answers other than 2xx, client errors and requests the generator dropped, over all runs. \"other work\": the most CPU that other processes on this shared machine took during one of a round's three runs (closed, open at ½ max, open at $FIXED_RATE), in % of a core (all CPU time less the server's, Kafka's and the load generator's); a round with much of it is disturbed."
 	echo
-	echo "Goals (issue 4) for \`--ack kafka\`:"
-	awk -v r="${RPS[kafka]}" -v n="${RPS[noop]}" 'BEGIN { x = r / n; printf "- req/s at least 0.6x the no-op server'"'"'s: %.2fx, %s\n", x, (x >= 0.6 ? "met" : "missed") }'
-	awk -v m="${RSS[kafka]}" 'BEGIN { printf "- peak RSS at most 50 MB: %d MB, %s\n", m, (m <= 50 ? "met" : "missed") }'
-	awk -v p="${HP99[kafka]}" 'BEGIN { printf "- open loop at half the maximum rate, p99 at most 10 ms: %.2f ms, %s\n", p, (p <= 10 ? "met" : "missed") }'
-	echo
-	echo "Goals (issue 12):"
-	awk -v r="${RPS[kafka]}" -v n="${RPS[noop]}" 'BEGIN { x = r / n; printf "- `--ack kafka` at least 0.45x the no-op server'"'"'s req/s: %.2fx, %s\n", x, (x >= 0.45 ? "met" : "missed") }'
-	awk -v r="${RPS[spool]}" -v k="${RPS[kafka]}" 'BEGIN { x = r / k; printf "- `--ack spool` at least 0.9x of `--ack kafka`: %.2fx, %s\n", x, (x >= 0.9 ? "met" : "missed") }'
+	has() { [[ " $SERVERS " == *" $1 "* ]]; }
+	if has kafka && has noop; then
+		echo "Goals (issue 4) for \`--ack kafka\`:"
+		awk -v r="${M_RPS[kafka]}" -v n="${M_RPS[noop]}" 'BEGIN { x = r / n; printf "- req/s at least 0.6x the no-op server'"'"'s: %.2fx, %s\n", x, (x >= 0.6 ? "met" : "missed") }'
+		awk -v m="${M_RSS[kafka]}" 'BEGIN { printf "- peak RSS at most 50 MB: %d MB, %s\n", m, (m <= 50 ? "met" : "missed") }'
+		awk -v p="${M_HP99[kafka]}" 'BEGIN { printf "- open loop at half the maximum rate, p99 at most 10 ms: %.2f ms, %s\n", p, (p <= 10 ? "met" : "missed") }'
+		echo
+		echo "Goals (issue 12):"
+		awk -v r="${M_RPS[kafka]}" -v n="${M_RPS[noop]}" 'BEGIN { x = r / n; printf "- `--ack kafka` at least 0.45x the no-op server'"'"'s req/s: %.2fx, %s\n", x, (x >= 0.45 ? "met" : "missed") }'
+	fi
+	if has kafka && has spool; then
+		per=()
+		for r in $(seq 1 "$ROUNDS"); do per+=("$(awk -v a="${RPS[spool/$r]}" -v b="${RPS[kafka/$r]}" 'BEGIN { printf "%.2fx", a / b }')"); done
+		awk -v r="${M_RPS[spool]}" -v k="${M_RPS[kafka]}" -v per="${per[*]}" 'BEGIN { x = r / k; printf "- `--ack spool` at least 0.9x of `--ack kafka`: %.2fx (medians; by round %s), %s\n", x, per, (x >= 0.9 ? "met" : "missed") }'
+	fi
 	for s in none kafka spool; do
-		awk -v s="$s" -v m="${RSS[$s]}" -v p="${HP99[$s]}" 'BEGIN { printf "- `--ack %s`: peak RSS at most 50 MB: %d MB, %s; open-loop p99 at half its maximum rate at most 10 ms: %.2f ms, %s\n", s, m, (m <= 50 ? "met" : "missed"), p, (p <= 10 ? "met" : "missed") }'
+		has "$s" || continue
+		awk -v s="$s" -v m="${M_RSS[$s]}" -v p="${M_HP99[$s]}" 'BEGIN { printf "- `--ack %s`: peak RSS at most 50 MB: %d MB, %s; open-loop p99 at half its maximum rate at most 10 ms: %.2f ms, %s\n", s, m, (m <= 50 ? "met" : "missed"), p, (p <= 10 ? "met" : "missed") }'
 	done
-	awk -v f="${RPS[kafka]}" -v n="${RPS[kafka-nethttp]}" 'BEGIN { printf "- the fasthttp front (item 5): `--ack kafka` answers %.2fx the req/s of the same with `--http-front nethttp`\n", f / n }'
+	if has kafka && has kafka-nethttp; then
+		awk -v f="${M_RPS[kafka]}" -v n="${M_RPS[kafka-nethttp]}" 'BEGIN { printf "- the fasthttp front (item 5): `--ack kafka` answers %.2fx the req/s of the same with `--http-front nethttp`\n", f / n }'
+	fi
 	echo
-	echo "CPU profile of `inlet serve --ack kafka --pprof` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of `/debug/pprof/profile` under the closed loop (at $(awk '/throughput/ {printf "%.0f req/s", $2; exit}' "$OUT/kafka-pprof-load.txt"); other work ${OTHER[profile]}% of a core):"
+	echo "CPU profile of \`inlet serve --ack kafka --pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(awk '/throughput/ {printf "%.0f req/s", $2; exit}' "$OUT/kafka-pprof-load.txt"); other work ${OTHER[profile]}% of a core):"
 	echo
 	echo '```'
 	go tool pprof -top -nodecount=15 "$OUT/cpu-kafka.pprof" 2>/dev/null | sed -n '/^Showing\|^      flat/,$p'
