@@ -360,20 +360,23 @@ func TestHalfCloseAfterRequest(t *testing.T) {
 	}
 }
 
+// refuseOver1000 reads at most 1,000 bytes of a body through
+// http.MaxBytesReader and answers 413 to a larger one, 200 otherwise.
+var refuseOver1000 = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	_, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1000))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	w.WriteHeader(200)
+})
+
 // TestTooLarge413ReadableAndClosed: a handler refusing with 413 through
 // http.MaxBytesReader while the client goes on sending: the answer
 // arrives, the connection closes, the lingering goroutine ends.
 func TestTooLarge413ReadableAndClosed(t *testing.T) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1000))
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
-			return
-		}
-		w.WriteHeader(200)
-	})
-	addr, _, _ := start(t, Config{Handler: h})
+	addr, _, _ := start(t, Config{Handler: refuseOver1000})
 	before := runtime.NumGoroutine()
 	for _, hdr := range []string{"Content-Length: 10000000", "Transfer-Encoding: chunked"} {
 		t.Run(hdr, func(t *testing.T) {
@@ -428,16 +431,7 @@ func TestTooLarge413ReadableAndClosed(t *testing.T) {
 // (256 KiB, as net/http's) resets the connection under the client's
 // write, and the reset takes the unread answer with it.
 func TestTooLarge413AfterTheWholeBody(t *testing.T) {
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1000))
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
-			return
-		}
-		w.WriteHeader(200)
-	})
-	addr, _, _ := start(t, Config{Handler: h})
+	addr, _, _ := start(t, Config{Handler: refuseOver1000})
 	const size = 4 << 20
 	c := dial(t, addr)
 	c.send(fmt.Sprintf("POST /fast HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n", size))
