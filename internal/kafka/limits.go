@@ -44,9 +44,12 @@ func (p *Producer) CheckLimits(ctx context.Context, topic string, maxEventBytes 
 
 // TopicReady asks the brokers for topic's metadata as the producer does,
 // letting a broker that creates topics on first use create it, and returns
-// nil once the topic has partitions, each with a leader: records sent to
-// it can be acknowledged. Otherwise the error says why not (being created,
-// no leader, not there and not created, not authorized).
+// nil once the topic has partitions, each with a leader, and the producer
+// has its idempotent producer ID: records sent to it now go out at once.
+// Otherwise the error says why not (being created, no leader, not there
+// and not created, not authorized). Without the producer ID, the first
+// records wait in the producer's buffer for it (with ack=none, up to
+// MaxBufferedBytes of memory in the first moments of a burst).
 func (p *Producer) TopicReady(ctx context.Context, topic string) error {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
@@ -75,6 +78,9 @@ func (p *Producer) TopicReady(ctx context.Context, topic string) error {
 		if err := kerr.ErrorForCode(pt.ErrorCode); pt.Leader < 0 || err != nil && !errors.Is(err, kerr.ReplicaNotAvailable) {
 			return fmt.Errorf("topic %s: partition %d has no leader (%v)", topic, pt.Partition, err)
 		}
+	}
+	if _, _, err := p.cl.ProducerID(ctx); err != nil {
+		return fmt.Errorf("getting the idempotent producer ID: %w", err)
 	}
 	return nil
 }
