@@ -24,7 +24,7 @@
 #
 # Usage: scripts/bench.sh      (make bench)
 # Environment: ROUNDS=3 DURATION=20s WARMUP=5s OPEN_DURATION=15s CONNS=100
-#   EVENTS=5 EVENT_BYTES=100 FIXED_RATE=2000 PROFILE_SECONDS=10
+#   EVENTS=5 EVENT_BYTES=100 FIXED_RATE=2000 PROFILE_SECONDS=10 KAFKA_WARMUP=15s
 #   SERVERS="noop none kafka spool kafka-nethttp" (a subset, in this order)
 #   BENCH_OUT=dir for the reports (default /tmp/inlet-bench-<time>)
 set -euo pipefail
@@ -74,6 +74,12 @@ CGO_ENABLED=0 go build -o "$WORK/noop" ./cmd/noop
 log "starting Kafka on core 1"
 BROKERS="$(taskset -c 1 scripts/kafka.sh start | tail -n 1)"
 KAFKA_PID="$(cat "$KAFKA_DIR/kafka.pid")"
+# A broker just started runs its JVM's first produce requests slowly: warm
+# it up, so that the first server measured does not pay for that (with
+# --ack none, records pile up in its buffer meanwhile).
+log "warming up Kafka: inlet bench kafka for ${KAFKA_WARMUP:-15s}"
+taskset -c 1 "$WORK/inlet" bench kafka --brokers "$BROKERS" --topic bench-warmup --warmup 2s --duration "${KAFKA_WARMUP:-15s}" \
+	>"$OUT/kafka-warmup.txt" 2>&1 || log "the Kafka warm-up failed; see $OUT/kafka-warmup.txt"
 
 # start_server NAME PORT CMD...: runs CMD on core 0 with GOMAXPROCS=1 and
 # waits until it answers.
@@ -253,18 +259,18 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 	echo
 	echo "Each server on core 0 with \`GOMAXPROCS=1\`; Kafka and the load generator (\`inlet bench http\`, $EVENTS events of about $EVENT_BYTES bytes per request, unique ids) on core 1. Closed loop: $CONNS connections, $DURATION after $WARMUP warmup. Open loop: latency from each request's intended send time, at half the server's closed-loop rate and at $FIXED_RATE req/s, $OPEN_DURATION after $WARMUP warmup, at most $CONNS connections. Server CPU: the server's CPU time over the closed loop (warmup included) per second: 100% is core 0 saturated. Peak RSS: \`VmHWM\` after the closed loop."
 	echo
-	echo "$ROUNDS rounds, the servers interleaved (each round starts one server later in the list), each run on a new topic; the table gives the medians of the rounds (peak RSS: the highest)."
+	echo "Kafka warmed up first (\`inlet bench kafka\`, ${KAFKA_WARMUP:-15s}). $ROUNDS rounds, the servers interleaved (each round starts one server later in the list), each run on a new topic; the table gives the medians of the rounds (peak RSS: the highest of the rounds, each listed)."
 	echo
-	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | other work per round |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | peak RSS per round, MB | other work per round |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for s in $SERVERS; do
 		name="inlet --ack $s"
 		[ "$s" = noop ] && name="no-op net/http"
 		[ "$s" = kafka-nethttp ] && name="inlet --ack kafka --http-front nethttp"
-		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
+		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
 			"$(awk -v a="${M_RPS[$s]}" -v b="${M_RPS[noop]:-}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')" \
 			"$(ms "${M_P50[$s]}")" "$(ms "${M_P99[$s]}")" "${M_CPU[$s]}" "${M_HALF[$s]}" "$(ms "${M_HP50[$s]}")" "$(ms "${M_HP99[$s]}")" \
-			"$(ms "${M_FP50[$s]}")" "$(ms "${M_FP99[$s]}")" "${M_RSS[$s]}" "${M_FAILED[$s]}" "$(rounds RPS "$s" %.0f)" "$(rounds OTHER "$s" %s%%)"
+			"$(ms "${M_FP50[$s]}")" "$(ms "${M_FP99[$s]}")" "${M_RSS[$s]}" "${M_FAILED[$s]}" "$(rounds RPS "$s" %.0f)" "$(rounds RSS "$s" %s)" "$(rounds OTHER "$s" %s%%)"
 	done
 	echo
 	echo "\"failed\": answers other than 2xx, client errors and requests the generator dropped, over all runs. \"other work\": the most CPU that other processes on this shared machine took during one of a round's three runs (closed, open at ½ max, open at $FIXED_RATE), in % of a core (all CPU time less the server's, Kafka's and the load generator's); a round with much of it is disturbed."
