@@ -128,25 +128,13 @@ func (c *kafkaCheck) run(ctx context.Context, g *Gateway) {
 		}
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := c.prod.Ping(pctx)
-		if err == nil && !c.topicSeen && c.topic != "" {
+		if err == nil && !c.topicSeen {
 			// Ready only once the topic can take records: a gateway that
 			// answers before its topic exists buffers what it cannot send
 			// yet (with ack=none, memory; with ack=kafka, requests waiting).
-			if terr := c.prod.TopicReady(pctx, c.topic); terr != nil {
-				cancel()
-				if ctx.Err() != nil {
-					return
-				}
-				why := terr.Error()
-				if prev := c.why.Swap(&why); c.ok.Load() || prev == nil || *prev != why {
-					g.log.Info("not ready: waiting for the events topic", "err", why)
-				}
-				c.ok.Store(false)
-				c.refused.Store(false)
-				t.Reset(wait)
-				continue
+			if err = c.prod.TopicReady(pctx, c.topic); err == nil {
+				c.topicSeen = true
 			}
-			c.topicSeen = true
 		}
 		cancel()
 		if ctx.Err() != nil {
