@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -104,10 +105,11 @@ func limitRequests(cfg Config, h http.Handler) http.Handler {
 }
 
 func (l *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if l.writeTimeout > 0 {
-		w = &deadlineWriter{ResponseWriter: w, d: l.writeTimeout}
+	dw := &deadlineWriter{ResponseWriter: w, d: l.writeTimeout}
+	l.serve(dw, r)
+	if dw.code == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {
+		l.readOut(dw, r)
 	}
-	l.serve(w, r)
 }
 
 // limited is the state of limitRequests.
@@ -117,6 +119,62 @@ type limited struct {
 	inFlight     atomic.Int64
 	writeTimeout time.Duration
 	retry        string
+	readingOut   atomic.Int64 // readOut calls running
+}
+
+// Bounds of readOut: what it reads of one body, for how long in all and
+// without a byte, and how many bodies at once.
+const (
+	readOutMax     = 32 << 20
+	readOutTotal   = 5 * time.Second
+	readOutIdle    = 2 * time.Second
+	readOutAtOnce  = 256
+	readOutBufSize = 32 << 10
+)
+
+// readOut reads and drops the rest of the body of a request answered 413,
+// after sending the answer. net/http reads at most 256 KiB of what a
+// handler left (none after http.MaxBytesReader's limit) and closes the
+// connection with the rest unread: the kernel then resets it, and a client
+// that writes its whole body before reading (Python's http.client, ab, a
+// beacon library) gets "connection reset" or "broken pipe" instead of the
+// 413, and retries the same body for ever. Reading to the body's end, the
+// client reads its answer; the connection is closed as usual after it when
+// the limit was met in the body. Bounded: readOutMax bytes, readOutTotal,
+// readOutIdle without a byte, readOutAtOnce bodies at once (past it,
+// net/http's own handling). Not for a request that asked for 100 Continue:
+// its client waits for the answer before sending the body, and has it.
+//
+//go:noinline
+func (l *limited) readOut(w http.ResponseWriter, r *http.Request) {
+	if r.Body == nil || r.Body == http.NoBody || strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		return
+	}
+	if l.readingOut.Add(1) > readOutAtOnce {
+		l.readingOut.Add(-1)
+		return
+	}
+	defer l.readingOut.Add(-1)
+	rc := http.NewResponseController(w)
+	if rc.Flush() != nil {
+		return
+	}
+	end := time.Now().Add(readOutTotal)
+	buf := make([]byte, readOutBufSize)
+	for n := 0; n < readOutMax; {
+		d := time.Now().Add(readOutIdle)
+		if d.After(end) {
+			d = end
+		}
+		if rc.SetReadDeadline(d) != nil {
+			return
+		}
+		m, err := r.Body.Read(buf)
+		n += m
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (l *limited) serve(w http.ResponseWriter, r *http.Request) {
@@ -156,15 +214,16 @@ func refuseRequest(w http.ResponseWriter, limit int64, retry string) {
 // goroutine ends. It unwraps for http.ResponseController.
 type deadlineWriter struct {
 	http.ResponseWriter
-	d     time.Duration
+	d     time.Duration // 0: none
 	armed bool
+	code  int // the answer's status, once WriteHeader is called
 }
 
 // Unwrap returns the wrapped ResponseWriter.
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func (w *deadlineWriter) arm() {
-	if !w.armed {
+	if !w.armed && w.d > 0 {
 		w.armed = true
 		_ = http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.d))
 	}
@@ -173,6 +232,9 @@ func (w *deadlineWriter) arm() {
 func (w *deadlineWriter) WriteHeader(code int) {
 	if code >= 200 { // not for 1xx: the answer has not started
 		w.arm()
+		if w.code == 0 {
+			w.code = code
+		}
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
