@@ -359,8 +359,9 @@ type fastConn struct {
 // written its whole body gets it as long as the body is within lingerMax; a
 // fixed short read-out (net/http reads 256 KiB for 500 ms) resets the
 // connection under a client still writing a 1 MiB body, and the reset takes
-// the unread answer with it. At most maxLingering connections linger at
-// once; past that they close at once.
+// the unread answer with it (inlet's net/http front reads out as this one
+// does: gateway's limited.readOut). At most maxLingering connections linger
+// at once; past that they close at once.
 const (
 	lingerIdle   = 2 * time.Second
 	lingerFor    = 5 * time.Second
