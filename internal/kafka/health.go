@@ -51,7 +51,7 @@ func (hc *health) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	if errors.Is(err, kerr.UnknownTopicID) {
 		hc.p.recreated(r)
 	}
-	if err != nil && (IsPermanent(err) || errors.Is(err, kgo.ErrMaxBuffered) || errors.Is(err, kgo.ErrClientClosed)) {
+	if err != nil && (IsPermanent(err) || isProbe(r) || errors.Is(err, kgo.ErrMaxBuffered) || errors.Is(err, kgo.ErrClientClosed)) {
 		return
 	}
 	if err == nil && !hc.failing.Load() {

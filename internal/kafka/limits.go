@@ -45,10 +45,11 @@ func (p *Producer) CheckLimits(ctx context.Context, topic string, maxEventBytes 
 // TopicReady asks the brokers for topic's metadata as the producer does,
 // letting a broker that creates topics on first use create it, and returns
 // nil once the topic has partitions, each with a leader, and the producer
-// has its idempotent producer ID: records sent to it now go out at once.
-// Otherwise the error says why not (being created, no leader, not there
-// and not created, not authorized). Without the producer ID, the first
-// records wait in the producer's buffer for it (with ack=none, up to
+// has its idempotent producer ID, the topic's partitions (learnPartitions)
+// and a produce connection to each broker: records sent to it now go out
+// at once. Otherwise the error says why not (being created, no leader, not
+// there and not created, not authorized). Without those, the first records
+// wait in the producer's buffer for them (with ack=none, up to
 // MaxBufferedBytes of memory in the first moments of a burst).
 func (p *Producer) TopicReady(ctx context.Context, topic string) error {
 	req := kmsg.NewPtrMetadataRequest()
@@ -82,7 +83,90 @@ func (p *Producer) TopicReady(ctx context.Context, topic string) error {
 	if _, _, err := p.cl.ProducerID(ctx); err != nil {
 		return fmt.Errorf("getting the idempotent producer ID: %w", err)
 	}
+	if err := p.learnPartitions(ctx, topic); err != nil {
+		return err
+	}
+	if err := p.cl.EnsureProduceConnectionIsOpen(ctx); err != nil {
+		return fmt.Errorf("opening produce connections to the brokers: %w", err)
+	}
 	return nil
+}
+
+// probe is learnPartitions' record in flight; err is set before done is
+// closed.
+type probe struct {
+	done chan struct{}
+	err  error
+}
+
+// probeHeader is the header key of learnPartitions' probe record.
+const probeHeader = "inlet-partitions-probe"
+
+// isProbe reports whether r is learnPartitions' probe record, for the hooks
+// that count records: it is never sent, and its failure is no failure.
+func isProbe(r *kgo.Record) bool {
+	return len(r.Headers) == 1 && r.Headers[0].Key == probeHeader
+}
+
+// learnPartitions makes the producing client load topic's partitions now.
+// The client learns a topic's partitions only when it is first given a
+// record for it, in a metadata round trip of its own (at least 10 ms), and
+// every record given meanwhile waits in its buffer: under a burst with
+// ack=none, megabytes. kgo has no call that registers a topic for
+// producing, so this gives it a record too large for a batch of its own: it
+// waits for the partitions like any first record, then fails in the client
+// with MESSAGE_TOO_LARGE as it is partitioned, before it could join a batch,
+// so it is never sent and fails no other record. It is marked with
+// probeHeader so that the metrics and the health hooks pass it by, and it
+// has no context to be canceled with: while it is the first record waiting
+// for the topic, its contexts would end the wait for every record behind
+// it. One probe is in flight at a time; a call that returns on ctx leaves it
+// to the next.
+func (p *Producer) learnPartitions(ctx context.Context, topic string) error {
+	if leader, _, _ := p.cl.PartitionLeader(topic, 0); leader >= 0 {
+		return nil
+	}
+	size, _ := p.cl.OptValue(kgo.ProducerBatchMaxBytes).(int32)
+	if size <= 0 || int(size) >= p.cfg.MaxBufferedBytes {
+		// The buffer would refuse the probe before the topic is looked
+		// at; the first records learn the partitions, as without it.
+		return nil
+	}
+	p.probeMu.Lock()
+	pr := p.probe
+	start := pr == nil
+	if start {
+		pr = &probe{done: make(chan struct{})}
+		p.probe = pr
+	}
+	p.probeMu.Unlock()
+	if start {
+		r := &kgo.Record{
+			Topic:   topic,
+			Value:   make([]byte, size),
+			Headers: []kgo.RecordHeader{{Key: probeHeader}},
+		}
+		p.cl.TryProduce(context.Background(), r, func(_ *kgo.Record, err error) {
+			p.probeMu.Lock()
+			p.probe = nil
+			p.probeMu.Unlock()
+			pr.err = err
+			close(pr.done)
+		})
+	}
+	select {
+	case <-pr.done:
+		switch err := pr.err; {
+		case errors.Is(err, kerr.MessageTooLarge):
+			return nil
+		case err == nil:
+			return fmt.Errorf("topic %s: a probe record of %d bytes was sent, larger than the producer's batch limit", topic, size)
+		default:
+			return fmt.Errorf("the producer learning the partitions of topic %s: %w", topic, err)
+		}
+	case <-ctx.Done():
+		return fmt.Errorf("the producer learning the partitions of topic %s: %w", topic, ctx.Err())
+	}
 }
 
 // BatchLimit returns the largest record batch Kafka takes on every one of

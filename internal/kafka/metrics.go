@@ -100,8 +100,8 @@ func (m *Metrics) OnBrokerRead(_ kgo.BrokerMetadata, _ int16, _ int, _, _ time.D
 }
 
 // OnProduceRecordUnbuffered implements kgo.HookProduceRecordUnbuffered.
-func (m *Metrics) OnProduceRecordUnbuffered(_ *kgo.Record, err error) {
-	if err != nil {
+func (m *Metrics) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
+	if err != nil && !isProbe(r) {
 		m.RecordErrors.Inc()
 	}
 }

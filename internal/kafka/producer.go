@@ -147,6 +147,11 @@ type Producer struct {
 	quit      chan struct{}        // closed by Close: the purger stops
 	purgeDone chan struct{}        // closed when the purger returned
 
+	// learnPartitions' probe record in flight, nil when none. probeMu
+	// guards probe.
+	probeMu sync.Mutex
+	probe   *probe
+
 	closeOnce sync.Once
 }
 
