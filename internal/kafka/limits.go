@@ -110,9 +110,10 @@ func isProbe(r *kgo.Record) bool {
 
 // learnPartitions makes the producing client load topic's partitions now.
 // The client learns a topic's partitions only when it is first given a
-// record for it, in a metadata round trip of its own (at least 10 ms), and
-// every record given meanwhile waits in its buffer: under a burst with
-// ack=none, megabytes. kgo has no call that registers a topic for
+// record for it, in a metadata round trip of its own, and every record
+// given meanwhile waits in its buffer (the first ack=kafka request after
+// ready took 5.8 ms instead of 3.8, median of 8, on a loopback broker; more
+// over TLS to a remote one). kgo has no call that registers a topic for
 // producing, so this gives it a record too large for a batch of its own: it
 // waits for the partitions like any first record, then fails in the client
 // with MESSAGE_TOO_LARGE as it is partitioned, before it could join a batch,
