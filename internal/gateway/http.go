@@ -159,6 +159,9 @@ func (l *limited) readOut(w http.ResponseWriter, r *http.Request) {
 	if rc.Flush() != nil {
 		return
 	}
+	// net/http sets the next request's deadlines only when it has
+	// timeouts; leave none behind for a server without them.
+	defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	end := time.Now().Add(readOutTotal)
 	buf := make([]byte, readOutBufSize)
 	for n := 0; n < readOutMax; {

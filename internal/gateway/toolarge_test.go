@@ -57,13 +57,20 @@ func TestTooLarge413AfterTheWholeBody(t *testing.T) {
 			if _, err := c.Write(tc.body); err != nil {
 				t.Fatalf("writing the body: %v (the server reset the connection before the client read its answer)", err)
 			}
-			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
 				t.Fatalf("reading the answer after the whole body: %v", err)
 			}
+			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusRequestEntityTooLarge {
 				t.Fatalf("answer %s, want 413", resp.Status)
+			}
+			// The header went out before the body was read: net/http closes
+			// the connection after it, once the body is read out.
+			if _, err := br.ReadByte(); err == nil {
+				t.Fatal("bytes after the 413, want the connection closed")
 			}
 		})
 	}
