@@ -96,6 +96,23 @@ start_server() {
 	die "$name did not answer on port $port within 30 s; see $OUT/$name.log"
 }
 
+# sample_buffer URL FILE: until killed, the most records and bytes the
+# server's events producer has held not yet acknowledged by Kafka, read
+# from URL (/metrics) every 250 ms, written to FILE as "RECORDS BYTES".
+sample_buffer() {
+	local r b max_r=0 max_b=0
+	while :; do
+		read -r r b < <(curl -s --max-time 1 "$1" | awk '
+			/^inlet_producer_buffered_records\{producer="events"\} / { r = $2 }
+			/^inlet_producer_buffered_bytes\{producer="events"\} / { b = $2 }
+			END { printf "%d %d\n", r, b }') || true
+		[ "${r:-0}" -gt "$max_r" ] && max_r=$r
+		[ "${b:-0}" -gt "$max_b" ] && max_b=$b
+		echo "$max_r $max_b" >"$2"
+		sleep 0.25
+	done
+}
+
 stop_server() {
 	kill -TERM "$SERVER_PID"
 	wait "$SERVER_PID" || log "server exited non-zero; see its log"
@@ -151,7 +168,7 @@ ms() { awk -v v="$1" 'BEGIN { if (v < 10) printf "%.2f ms", v; else if (v < 100)
 SERVERS="${SERVERS:-noop none kafka spool kafka-nethttp}"
 read -r -a LIST <<<"$SERVERS"
 # Per run, keyed SERVER/ROUND.
-declare -A RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER
+declare -A RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER BUF
 port=18580
 for r in $(seq 1 "$ROUNDS"); do
 	log "round $r of $ROUNDS"
@@ -176,8 +193,19 @@ for r in $(seq 1 "$ROUNDS"); do
 				--ack "$s" --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
 		fi
 		log "$s: closed loop, $CONNS connections, $DURATION after $WARMUP warmup"
+		sampler=
+		if [ "$s" != noop ] && [ "$s" != spool ]; then
+			taskset -c 1 bash -c "$(declare -f sample_buffer); sample_buffer http://127.0.0.1:$port/metrics $OUT/$s-$r-buffer" &
+			sampler=$!
+		fi
 		cpu0="$(cpu_ticks)" t0="$(date +%s.%N)"
 		load "$s-$r-closed" --target "$url" --concurrency "$CONNS" --warmup "$WARMUP" --duration "$DURATION"
+		BUF[$k]=-
+		if [ -n "$sampler" ]; then
+			kill "$sampler" 2>/dev/null || true
+			wait "$sampler" 2>/dev/null || true
+			BUF[$k]="$(awk '{ printf "%d/%.1f", $1, $2 / 1048576 }' "$OUT/$s-$r-buffer" 2>/dev/null || echo -)"
+		fi
 		CPU[$k]="$(awk -v a="$cpu0" -v b="$(cpu_ticks)" -v t0="$t0" -v t1="$(date +%s.%N)" -v hz="$(getconf CLK_TCK)" \
 			'BEGIN { printf "%.0f", 100 * (b - a) / hz / (t1 - t0) }')"
 		RSS[$k]="$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SERVER_PID/status")"
@@ -261,19 +289,19 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 	echo
 	echo "Kafka warmed up first (\`inlet bench kafka\`, ${KAFKA_WARMUP:-15s}). $ROUNDS rounds, the servers interleaved (each round starts one server later in the list), each run on a new topic; the table gives the medians of the rounds (peak RSS: the highest of the rounds, each listed)."
 	echo
-	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | peak RSS per round, MB | other work per round |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | peak RSS per round, MB | producer buffer peak per round, records/MiB | other work per round |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for s in $SERVERS; do
 		name="inlet --ack $s"
 		[ "$s" = noop ] && name="no-op net/http"
 		[ "$s" = kafka-nethttp ] && name="inlet --ack kafka --http-front nethttp"
-		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
+		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
 			"$(awk -v a="${M_RPS[$s]}" -v b="${M_RPS[noop]:-}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')" \
 			"$(ms "${M_P50[$s]}")" "$(ms "${M_P99[$s]}")" "${M_CPU[$s]}" "${M_HALF[$s]}" "$(ms "${M_HP50[$s]}")" "$(ms "${M_HP99[$s]}")" \
-			"$(ms "${M_FP50[$s]}")" "$(ms "${M_FP99[$s]}")" "${M_RSS[$s]}" "${M_FAILED[$s]}" "$(rounds RPS "$s" %.0f)" "$(rounds RSS "$s" %s)" "$(rounds OTHER "$s" %s%%)"
+			"$(ms "${M_FP50[$s]}")" "$(ms "${M_FP99[$s]}")" "${M_RSS[$s]}" "${M_FAILED[$s]}" "$(rounds RPS "$s" %.0f)" "$(rounds RSS "$s" %s)" "$(rounds BUF "$s" %s)" "$(rounds OTHER "$s" %s%%)"
 	done
 	echo
-	echo "\"failed\": answers other than 2xx, client errors and requests the generator dropped, over all runs. \"other work\": the most CPU that other processes on this shared machine took during one of a round's three runs (closed, open at ½ max, open at $FIXED_RATE), in % of a core (all CPU time less the server's, Kafka's and the load generator's); a round with much of it is disturbed."
+	echo "\"failed\": answers other than 2xx, client errors and requests the generator dropped, over all runs. \"other work\": the most CPU that other processes on this shared machine took during one of a round's three runs (closed, open at ½ max, open at $FIXED_RATE), in % of a core (all CPU time less the server's, Kafka's and the load generator's); a round with much of it is disturbed. \"producer buffer peak\": the most records (and MiB of them) the events producer held not yet acknowledged by Kafka during the closed loop, warmup included, from \`/metrics\` every 250 ms; with \`--ack none\` they are the events answered and not yet in Kafka, so a round where Kafka falls behind has a higher peak RSS, up to the buffer's bound (\`--max-buffered-records\` 20000, \`--max-buffered-bytes\` 16 MiB: 503 past it)."
 	echo
 	has() { [[ " $SERVERS " == *" $1 "* ]]; }
 	if has kafka && has noop; then
