@@ -185,6 +185,10 @@ func (p *FakeProducer) Answer() int {
 	}
 	p.mu.Unlock()
 	for i, fr := range recs { // serially, in order, as franz-go's promises
+		fr.r.Offset = -1 // as franz-go: an offset for a record acknowledged, -1 for a failed one
+		if answers[i] == nil {
+			fr.r.Offset = int64(i)
+		}
 		fr.promise(fr.r, answers[i])
 	}
 	return len(recs)
@@ -198,6 +202,7 @@ func (p *FakeProducer) Fail(err error) int {
 	p.buf = nil
 	p.mu.Unlock()
 	for _, fr := range recs {
+		fr.r.Offset = -1
 		fr.promise(fr.r, err)
 	}
 	return len(recs)

@@ -493,6 +493,17 @@ func (s *shipper) run() {
 					s.lastErr.Store(f.err)
 					s.retried.Add(1)
 				}
+				if !failing && len(redo) == 0 {
+					// Everything sent before it was acknowledged: its
+					// first records that landed are not sent again.
+					if n := Landed(f.err); n > 0 {
+						f.recs = f.recs[n:]
+						s.sent.Add(int64(n))
+						if f.replay {
+							s.replayed.Add(int64(n))
+						}
+					}
+				}
 				if s.file != nil {
 					s.spilling.Store(true) // the sink is down: keep new records on disk, not in memory
 				}

@@ -244,7 +244,8 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 		b.recs = make([]kgo.Record, len(records))
 	}
 	for i, r := range records {
-		b.recs[i] = kgo.Record{Topic: s.topic, Key: s.key, Value: r}
+		// Offset -1 until Kafka acknowledges the record (see Landed).
+		b.recs[i] = kgo.Record{Topic: s.topic, Key: s.key, Value: r, Offset: -1}
 	}
 	promise := b.promise // one method value, not one a record
 	for i := range b.recs {
@@ -261,6 +262,30 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 		}
 	}
 }
+
+// Landed is how many of the first records of a failed KafkaSink Send or
+// Write Kafka had acknowledged before the failure, 0 for any other error.
+// Sent again, they would be duplicates; left out, no order changes, as
+// long as nothing sent before them is still to be sent again: the rest of
+// the records follow them. A batch Kafka refuses as too large fails every
+// record franz-go buffered with it, while those of earlier requests
+// landed: a send's first records can land and its others fail.
+func Landed(err error) int {
+	var l *landedError
+	if errors.As(err, &l) {
+		return l.n
+	}
+	return 0
+}
+
+// landedError is a send's error with how many of its first records landed.
+type landedError struct {
+	n   int
+	err error
+}
+
+func (e *landedError) Error() string { return e.err.Error() }
+func (e *landedError) Unwrap() error { return e.err }
 
 // tooLargeRecord is a record over MaxMessageBytes, refused before franz-go.
 type tooLargeRecord struct{ size, max int }
@@ -322,6 +347,15 @@ func (b *kafkaBatch) promise(_ *kgo.Record, err error) {
 	switch {
 	case b.first != nil:
 		res = fmt.Errorf("logship: producing to %s: %w", b.sink.topic, b.first)
+		// franz-go gives an acknowledged record its offset, a failed one
+		// -1; one partition keeps them in order.
+		landed := 0
+		for landed < len(b.recs) && b.recs[landed].Offset >= 0 {
+			landed++
+		}
+		if landed > 0 {
+			res = &landedError{n: landed, err: res}
+		}
 	case b.rejected > 0:
 		res = &RejectedError{N: b.rejected, Err: b.tooLarge}
 	}

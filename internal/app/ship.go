@@ -327,7 +327,8 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 	// retire settles the answered batches at the head of the window. When
 	// one failed, it waits for the rest of the window, and after a backoff
 	// sends them all again, in order (those that landed too: duplicates,
-	// so that none lands ahead of the failed one's second copy). It
+	// so that none lands ahead of the failed one's second copy), but for
+	// the failed one's first lines that landed (logship.Landed). It
 	// returns false if sendCtx ended first.
 	retire := func(sendCtx context.Context) bool {
 		for len(window) > 0 && window[0].done {
@@ -358,6 +359,12 @@ func Ship(ctx context.Context, cfg ShipConfig, stdin io.Reader, log *slog.Logger
 				again := window
 				window = nil
 				for i, g := range again {
+					if i == 0 {
+						// Everything before it was acknowledged: its
+						// own first lines that landed are not sent
+						// again (those after it are, for the order).
+						g.recs = g.recs[logship.Landed(g.err):]
+					}
 					if i == 0 && errors.Is(g.err, logship.ErrTooLarge) {
 						// Kafka refused a batch holding these lines
 						// as too large: one at a time finds the line
