@@ -172,14 +172,11 @@ func countLines(t *testing.T, enc string, body []byte) int {
 			return 0
 		}
 	}
-	return bytes.Count(body, []byte("\n")) + btoi(len(body) > 0 && body[len(body)-1] != '\n')
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
+	n := bytes.Count(body, []byte("\n"))
+	if len(body) > 0 && body[len(body)-1] != '\n' {
+		n++ // a last line without its newline
 	}
-	return 0
+	return n
 }
 
 // TestShipRejectedExitsNonZero: lines inlet refuses for good are not
