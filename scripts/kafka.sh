@@ -44,6 +44,8 @@
 #   KAFKA_START_TIMEOUT  seconds to wait for readiness (default 90)
 #   KAFKA_NUM_PARTITIONS default partitions of auto-created topics (default 3)
 #   KAFKA_MVN_ARGS       extra arguments for mvn (e.g. -Dmaven.repo.local=...)
+#   KAFKA_EXTRA_PROPS    lines appended to the broker's server.properties
+#                        (later keys win), e.g. retention for a broker in memory
 #
 # Progress goes to stderr; stdout carries only the address.
 set -euo pipefail
@@ -56,6 +58,7 @@ KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xmx512m -Xms256m}"
 KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
 KAFKA_NUM_PARTITIONS="${KAFKA_NUM_PARTITIONS:-3}"
 KAFKA_MVN_ARGS="${KAFKA_MVN_ARGS:-}"
+KAFKA_EXTRA_PROPS="${KAFKA_EXTRA_PROPS:-}"
 
 DIST_DIR="$INLET_CACHE/kafka-$KAFKA_VERSION"
 LIBS="$DIST_DIR/libs"
@@ -277,6 +280,9 @@ num.io.threads=4
 num.recovery.threads.per.data.dir=1
 log.retention.hours=1
 EOF
+	if [[ -n $KAFKA_EXTRA_PROPS ]]; then
+		printf '\n# KAFKA_EXTRA_PROPS\n%s\n' "$KAFKA_EXTRA_PROPS" >>"$PROPS"
+	fi
 }
 
 # ---------------------------------------------------------------- commands --
