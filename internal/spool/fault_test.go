@@ -229,7 +229,9 @@ func TestAckFaults(t *testing.T) {
 		// Sticky: the cursor Close writes fails too.
 		{"the cursor rename fails", &fault{op: "rename", suffix: "cursor", n: 2, sticky: true, err: syscall.EIO}},
 		{"the cursor fsync fails", &fault{op: "sync", suffix: "cursor.tmp", n: 2, sticky: true, err: syscall.EIO}},
-		{"deleting a delivered segment fails once", &fault{op: "remove", suffix: ".seg", n: 1, err: syscall.EIO}},
+		// Ack renames a delivered segment to <segment>.del at once (the
+		// deleter frees it later).
+		{"deleting a delivered segment fails once", &fault{op: "rename", suffix: ".seg" + deletingSuffix, n: 1, err: syscall.EIO}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -253,14 +255,15 @@ func TestAckFaults(t *testing.T) {
 			fmt.Sscanf(filepath.Base(segs[1]), "%020d.seg", &second)
 			fmt.Sscanf(filepath.Base(segs[2]), "%020d.seg", &third)
 			first := Pos{Seg: second, Seq: second}
-			if err := s.Ack(first); err != nil && tc.fault.op != "remove" {
+			err := s.Ack(first)
+			if deleting := tc.fault.suffix == ".seg"+deletingSuffix; !deleting && err != nil || deleting && !errors.Is(err, syscall.EIO) {
 				t.Fatalf("first ack: %v", err)
 			}
-			err := s.Ack(Pos{Seg: third, Seq: third})
-			if tc.fault.op != "remove" && !errors.Is(err, syscall.EIO) {
+			err = s.Ack(Pos{Seg: third, Seq: third})
+			if tc.fault.suffix != ".seg"+deletingSuffix && !errors.Is(err, syscall.EIO) {
 				t.Fatalf("second ack: %v, want one wrapping EIO", err)
 			}
-			if tc.fault.op == "remove" {
+			if tc.fault.suffix == ".seg"+deletingSuffix {
 				// The first ack failed to delete; the second deleted both.
 				if err != nil || len(segFiles(t, cfg.Dir)) != len(segs)-2 || s.Stats().Segments != len(segs)-2 {
 					t.Fatalf("second ack: %v; %d segments on disk, %d in stats, want %d",
@@ -274,7 +277,7 @@ func TestAckFaults(t *testing.T) {
 			// The first ack's cursor survived; the second's only if it
 			// was written.
 			from := int(second - 1)
-			if tc.fault.op == "remove" {
+			if tc.fault.suffix == ".seg"+deletingSuffix {
 				from = int(third - 1)
 			}
 			if want := ids(all[from:]); !slices.Equal(ids(got), want) {

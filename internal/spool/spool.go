@@ -161,6 +161,11 @@ type Spool struct {
 	writerDone chan struct{}
 	closeOnce  sync.Once
 
+	// deletes queues delivered segments, renamed to <segment>.del, for
+	// the deleter goroutine, which frees them a step at a time.
+	deletes     chan string
+	deleterDone chan struct{}
+
 	// The writer goroutine alone uses these.
 	active File
 	wbuf   []byte
@@ -231,6 +236,9 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		notify:     make(chan struct{}),
+
+		deletes:     make(chan string, maxDeleting),
+		deleterDone: make(chan struct{}),
 	}
 	if err := s.recover(); err != nil {
 		lock.Close()
@@ -242,6 +250,7 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 	}
 	metrics.observe(s)
 	go s.writer()
+	go s.deleter()
 	return s, nil
 }
 
@@ -258,6 +267,13 @@ func (s *Spool) recover() error {
 	var atCur *scanned
 	for _, e := range entries {
 		name := e.Name()
+		if strings.HasSuffix(name, deletingSuffix) {
+			// Delivered, and being deleted when the process stopped.
+			if err := s.fs.Remove(filepath.Join(s.cfg.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				s.log.Warn("spool: deleting a delivered segment", "file", name, "err", err)
+			}
+			continue
+		}
 		if !strings.HasSuffix(name, ".seg") {
 			continue
 		}
@@ -902,7 +918,7 @@ func (s *Spool) Ack(p Pos) error {
 		}
 	}
 	for _, seg := range del {
-		if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.retire(seg.path); err != nil {
 			return fmt.Errorf("spool: deleting delivered segment %s: %w", filepath.Base(seg.path), err)
 		}
 		s.mu.Lock()
@@ -914,6 +930,105 @@ func (s *Spool) Ack(p Pos) error {
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// Deleting a delivered segment. unlink(2) of a whole 16 MiB segment took
+// 9-16 ms on ext4 here, the file system's work of freeing its blocks, and
+// a server with GOMAXPROCS=1 does nothing else meanwhile: once a second
+// under load, every request waited that long (BENCHMARKS.md, 2026-12-05).
+// So a delivered segment is renamed out of the spool's way at once, then
+// truncated deleteChunk bytes at a time, deletePause apart, and unlinked
+// when empty (RocksDB's DeleteScheduler frees large files in chunks for
+// the same reason).
+const (
+	deletingSuffix = ".del" // <segment>.del: delivered, being deleted
+	deleteChunk    = 1 << 20
+	deletePause    = 5 * time.Millisecond
+	// maxDeleting bounds the segments queued for the deleter; past it,
+	// Ack deletes a segment at once.
+	maxDeleting = 64
+)
+
+// retire takes a delivered segment out of the spool: renamed to
+// <path>.del (a name recover deletes, should the process stop before the
+// deleter did) and handed to the deleter. s.ackMu must be held.
+func (s *Spool) retire(path string) error {
+	gone := path + deletingSuffix
+	if err := s.fs.Rename(path, gone); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	select {
+	case s.deletes <- gone:
+		return nil
+	default:
+		if err := s.fs.Remove(gone); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+}
+
+// deleter deletes the segments retire hands it, until the spool is
+// closed; then those still queued are deleted at once.
+func (s *Spool) deleter() {
+	defer close(s.deleterDone)
+	for {
+		select {
+		case path := <-s.deletes:
+			s.deleteInSteps(path)
+		case <-s.stop:
+			for {
+				select {
+				case path := <-s.deletes:
+					s.remove(path)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// deleteInSteps truncates the file at path deleteChunk bytes at a time,
+// deletePause apart, then removes it; once the spool is closing, at once.
+func (s *Spool) deleteInSteps(path string) {
+	if f, err := s.fs.OpenFile(path, os.O_WRONLY, 0); err == nil {
+		size := int64(0)
+		if fi, err := f.Stat(); err == nil {
+			size = fi.Size()
+		}
+		for first := true; size > 0; first = false {
+			if !first && !s.pause() {
+				break
+			}
+			size = max(0, (size-1)/deleteChunk*deleteChunk)
+			if f.Truncate(size) != nil {
+				break // remove says what is wrong, if anything
+			}
+		}
+		f.Close()
+	}
+	s.remove(path)
+}
+
+// pause waits deletePause and reports whether deleteInSteps is to go on:
+// false once the spool is closing.
+func (s *Spool) pause() bool {
+	select {
+	case <-time.After(deletePause):
+		return true
+	case <-s.stop:
+		return false
+	}
+}
+
+func (s *Spool) remove(path string) {
+	if err := s.fs.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.log.Warn("spool: deleting a delivered segment; the next start tries again", "file", filepath.Base(path), "err", err)
+	}
 }
 
 // recount checks, at most once a second, that the sealed segments the
@@ -1069,6 +1184,7 @@ func (s *Spool) Close() error {
 		s.mu.Unlock()
 		close(s.stop)
 		<-s.writerDone
+		<-s.deleterDone
 		s.ackMu.Lock()
 		err = s.saveCursor(s.Delivered(), true)
 		s.ackMu.Unlock()
