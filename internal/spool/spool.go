@@ -167,9 +167,11 @@ type Spool struct {
 	deleterDone chan struct{}
 
 	// The writer goroutine alone uses these.
-	active File
-	wbuf   []byte
-	dirty  bool
+	syncEnd  time.Time     // when the last fsync of a segment ended
+	syncTook time.Duration // and how long it took
+	active   File
+	wbuf     []byte
+	dirty    bool
 
 	// parkMu guards parked, the open parked file (park.go); nil until a
 	// record is parked.
@@ -713,9 +715,20 @@ func (s *Spool) writer() {
 // writer would take each append alone the moment it is queued, and the
 // requests being parsed behind it would each wait for an fsync of their own.
 // With nothing else runnable the yield returns at once.
+//
+// With one P (GOMAXPROCS=1), it also waits for syncPause first: an fsync
+// holds the P that parses requests, and fsyncs back to back, each taking
+// one or two requests, would hold it nearly all the time under a moderate
+// load. The pause lets the requests that came meanwhile be read and join
+// the group.
 func (s *Spool) group(first *request) {
 	batch := []*request{first}
 	size := len(first.frames)
+	if s.cfg.Sync == SyncAlways {
+		if d := syncPause(runtime.GOMAXPROCS(0), s.syncTook, time.Since(s.syncEnd)); d > 0 {
+			time.Sleep(d)
+		}
+	}
 	for yields := 0; yields < 8 && size < s.cfg.MaxGroupBytes; yields++ {
 		before := len(batch)
 		if yields > 0 || len(s.reqs) == 0 {
@@ -804,6 +817,26 @@ func (s *Spool) write(batch []*request, size int) error {
 	return nil
 }
 
+// maxSyncPause bounds syncPause.
+const maxSyncPause = time.Millisecond
+
+// syncPause is how long the writer waits, with procs Ps, before it writes
+// and fsyncs the next group, since the last fsync ended since ago and took
+// took: with one P, until as long as that fsync took has passed, at most
+// maxSyncPause, so that fsyncs hold the only P at most about half the time
+// under a steady load. Measured (BENCHMARKS.md, 2026-12-05): at 2,000
+// requests/s, fsyncs back to back took one request each and held the P
+// most of the time (p99 8-10 ms); with a pause they take several and
+// leave it free. With more Ps, other Ps read requests during an fsync, and
+// there is no pause. A request alone, after a quiet spell, waits for
+// nothing.
+func syncPause(procs int, took, since time.Duration) time.Duration {
+	if procs > 1 {
+		return 0
+	}
+	return min(took, maxSyncPause) - since
+}
+
 // syncActive fsyncs the active segment. A failed fsync leaves the file's
 // state unknown, so the spool stops writing (every later Append gets
 // ErrWrite) rather than acknowledge events that may not be on disk.
@@ -813,8 +846,10 @@ func (s *Spool) syncActive() error {
 		s.metrics.WriteErrors.Inc()
 		return s.fail(fmt.Errorf("fsync: %w", err))
 	}
+	s.syncEnd = time.Now()
+	s.syncTook = s.syncEnd.Sub(start)
 	s.metrics.Fsyncs.Inc()
-	s.metrics.FsyncLatency.Observe(time.Since(start).Seconds())
+	s.metrics.FsyncLatency.Observe(s.syncTook.Seconds())
 	s.dirty = false
 	return nil
 }
