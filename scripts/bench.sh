@@ -46,7 +46,7 @@ WORK="$(mktemp -d)"
 # A broker of its own, apart from the tests' one, with its log in memory
 # (tmpfs) where there is room, as on a broker's own machine: with its log on
 # this machine's one disk, the broker's writeback shared the disk the spool
-# fsyncs to and the two cores, and the open-loop p99 of --ack kafka doubled
+# fsyncs to, and the open-loop p99 of --ack kafka doubled
 # and --ack spool's grew tenfold, while inlet's own produce latency did not
 # change (BENCHMARKS.md, 2026-12-05). Retention keeps it to a few GiB.
 # BENCH_KAFKA_DISK=1 puts it on disk, under $WORK.

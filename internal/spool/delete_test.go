@@ -81,8 +81,9 @@ func hugeRec(id string) event.Record {
 
 // TestDeliveredSegmentDeletedInSteps: a delivered segment leaves the
 // spool's segments at once, then its file is freed deleteChunk bytes at a
-// time and removed, never in one unlink of the whole (which stalls a
-// GOMAXPROCS=1 server for as long as the file system takes to free it).
+// time and removed, never in one unlink of the whole (which can hold a
+// GOMAXPROCS=1 server's only P for as long as the file system takes to
+// free it).
 func TestDeliveredSegmentDeletedInSteps(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t.TempDir())

@@ -271,9 +271,7 @@ func (s *Spool) recover() error {
 		name := e.Name()
 		if strings.HasSuffix(name, deletingSuffix) {
 			// Delivered, and being deleted when the process stopped.
-			if err := s.fs.Remove(filepath.Join(s.cfg.Dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				s.log.Warn("spool: deleting a delivered segment", "file", name, "err", err)
-			}
+			s.remove(filepath.Join(s.cfg.Dir, name))
 			continue
 		}
 		if !strings.HasSuffix(name, ".seg") {
@@ -824,10 +822,10 @@ const maxSyncPause = time.Millisecond
 // and fsyncs the next group, since the last fsync ended since ago and took
 // took: with one P, until as long as that fsync took has passed, at most
 // maxSyncPause, so that fsyncs hold the only P at most about half the time
-// under a steady load. Measured (BENCHMARKS.md, 2026-12-05): at 2,000
-// requests/s, fsyncs back to back took one request each and held the P
-// most of the time (p99 8-10 ms); with a pause they take several and
-// leave it free. With more Ps, other Ps read requests during an fsync, and
+// under a steady load. Measured (BENCHMARKS.md, 2026-12-05): at 5,000
+// requests/s, 1,584 fsyncs a second, half of them for one or two requests,
+// held the P about 70% of the time; at 2,000 requests/s the pause cut the
+// p99 from 8.8-9.2 ms to 2.6-4.3 ms. With more Ps, other Ps read requests during an fsync, and
 // there is no pause. A request alone, after a quiet spell, waits for
 // nothing.
 func syncPause(procs int, took, since time.Duration) time.Duration {
@@ -969,8 +967,9 @@ func (s *Spool) Ack(p Pos) error {
 
 // Deleting a delivered segment. unlink(2) of a whole 16 MiB segment took
 // 9-16 ms on ext4 here, the file system's work of freeing its blocks, and
-// a server with GOMAXPROCS=1 does nothing else meanwhile: once a second
-// under load, every request waited that long (BENCHMARKS.md, 2026-12-05).
+// with GOMAXPROCS=1 the call holds the only P until the runtime's sysmon
+// hands it on: once a second under load, the open loop's p99 carried it
+// (BENCHMARKS.md, 2026-12-05).
 // So a delivered segment is renamed out of the spool's way at once, then
 // truncated deleteChunk bytes at a time, deletePause apart, and unlinked
 // when empty (RocksDB's DeleteScheduler frees large files in chunks for
