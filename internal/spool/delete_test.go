@@ -3,6 +3,7 @@ package spool
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -210,5 +211,101 @@ func TestOpenRemovesSegmentsBeingDeleted(t *testing.T) {
 	got, _ := readAll(t, s2, s2.Delivered())
 	if want := []string{"r0", "r1", "r2", "r3", "r4"}; strings.Join(ids(got), " ") != strings.Join(want, " ") {
 		t.Fatalf("after Open: %v, want %v", ids(got), want)
+	}
+}
+
+// gatedDeletes is the OS's file system on which the deleter's truncations
+// of a <segment>.del wait until open is closed.
+type gatedDeletes struct {
+	osFS
+	open chan struct{}
+}
+
+func (g *gatedDeletes) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	f, err := g.osFS.OpenFile(name, flag, perm)
+	if err != nil || !strings.HasSuffix(name, deletingSuffix) {
+		return f, err
+	}
+	return &gatedFile{File: f, open: g.open}, nil
+}
+
+type gatedFile struct {
+	File
+	open chan struct{}
+}
+
+func (f *gatedFile) Truncate(size int64) error {
+	<-f.open
+	return f.File.Truncate(size)
+}
+
+// TestSegmentsBeingDeletedCountTowardsTheLimit: a delivered segment's
+// bytes stay in the spool's count (Stats, and so inlet_spool_bytes) and
+// against MaxBytes until the deleter has freed them, so the spool never
+// holds more than MaxBytes on disk; and with less than a segment of room
+// left, the deleter does not pause between its steps.
+func TestSegmentsBeingDeletedCountTowardsTheLimit(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t.TempDir())
+	cfg.SegmentBytes = 3 << 20
+	cfg.MaxBytes = 7 << 20
+	g := &gatedDeletes{open: make(chan struct{})}
+	s, _, _ := openOn(t, cfg, g)
+	s.deletePause = time.Hour // a pause would stop the test
+	var gateOnce sync.Once
+	openGate := func() { gateOnce.Do(func() { close(g.open) }) }
+	t.Cleanup(openGate) // before Close, which waits for the deleter
+	var n int
+	var err error
+	for n = 0; n < 100; n++ {
+		if err = s.Append(context.Background(), []event.Record{hugeRec(fmt.Sprintf("r%02d", n))}); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrFull) {
+		t.Fatalf("after %d appends: %v, want ErrFull", n, err)
+	}
+	full := s.Stats().Bytes
+	segs := segFiles(t, cfg.Dir)
+	if len(segs) < 2 {
+		t.Fatalf("%d segments, want at least 2", len(segs))
+	}
+	var second uint64
+	fmt.Sscanf(filepath.Base(segs[1]), "%020d.seg", &second)
+	if err := s.Ack(Pos{Seg: second, Seq: second}); err != nil {
+		t.Fatal(err)
+	}
+	// The first segment is now <segment>.del, its deletion held at the gate.
+	if st := s.Stats(); st.Bytes != full || st.Segments != len(segs)-1 {
+		t.Fatalf("being deleted: %+v, want %d bytes (all still on disk) in %d segments", st, full, len(segs)-1)
+	}
+	if err := s.Append(context.Background(), []event.Record{hugeRec("more")}); !errors.Is(err, ErrFull) {
+		t.Fatalf("append while the delivered segment is still on disk: %v, want ErrFull", err)
+	}
+	openGate()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := s.Append(context.Background(), []event.Record{hugeRec("more")})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrFull) || time.Now().After(deadline) {
+			t.Fatalf("after the deletion: %v (stats %+v); the deleter paused, or the room was not released", err, s.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if m, _ := filepath.Glob(filepath.Join(cfg.Dir, "*"+deletingSuffix)); len(m) != 0 {
+		t.Fatalf("after the deletion: %v", m)
+	}
+	var onDisk int64
+	for _, p := range segFiles(t, cfg.Dir) {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		onDisk += fi.Size()
+	}
+	if got := s.Stats().Bytes; got != onDisk {
+		t.Fatalf("stats say %d bytes, the segments on disk hold %d", got, onDisk)
 	}
 }

@@ -163,7 +163,8 @@ type Spool struct {
 
 	// deletes queues delivered segments, renamed to <segment>.del, for
 	// the deleter goroutine, which frees them a step at a time.
-	deletes     chan string
+	deletes     chan deletion
+	deletePause time.Duration // deletePause; tests lengthen it
 	deleterDone chan struct{}
 
 	// The writer goroutine alone uses these.
@@ -191,6 +192,7 @@ type Spool struct {
 	readable int64      // bytes of the active segment readers may read
 	nextSeq  uint64
 	bytes    int64 // on disk, all segments
+	deleting int64 // on disk, delivered segments the deleter has not freed yet
 	reserved int64 // accepted appends not yet written
 	acked    Pos   // everything before it is delivered
 	failed   error // once set, the spool no longer writes
@@ -239,7 +241,8 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 		writerDone: make(chan struct{}),
 		notify:     make(chan struct{}),
 
-		deletes:     make(chan string, maxDeleting),
+		deletes:     make(chan deletion, maxDeleting),
+		deletePause: deletePause,
 		deleterDone: make(chan struct{}),
 	}
 	if err := s.recover(); err != nil {
@@ -591,7 +594,7 @@ func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
 		s.mu.Unlock()
 		req.free()
 		return err
-	case s.bytes+s.reserved+n > s.cfg.MaxBytes:
+	case s.bytes+s.deleting+s.reserved+n > s.cfg.MaxBytes:
 		s.mu.Unlock()
 		req.free()
 		if !s.recount() {
@@ -885,7 +888,7 @@ func (s *Spool) Dir() string { return s.cfg.Dir }
 
 // Stats is a snapshot of the spool's state.
 type Stats struct {
-	Bytes       int64  // on disk
+	Bytes       int64  // on disk, with delivered segments not yet deleted
 	MaxBytes    int64  // the limit
 	Segments    int    // files
 	Unforwarded uint64 // records not yet acknowledged by Kafka
@@ -902,7 +905,7 @@ type Stats struct {
 func (s *Spool) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Bytes: s.bytes, MaxBytes: s.cfg.MaxBytes, Segments: len(s.segs), Unforwarded: s.unforwarded()}
+	st := Stats{Bytes: s.bytes + s.deleting, MaxBytes: s.cfg.MaxBytes, Segments: len(s.segs), Unforwarded: s.unforwarded()}
 	if s.failed != nil {
 		st.Failed = s.failed.Error()
 	}
@@ -921,8 +924,9 @@ func (s *Spool) Delivered() Pos {
 // segments wholly before it. The cursor is written before any deletion;
 // a crash at any point leads to records being sent again, never skipped.
 // It is safe for concurrent use: acks are applied one at a time, and one
-// behind the delivered position does nothing. A failed deletion is tried
-// again by the next Ack. After Close it returns ErrClosed.
+// behind the delivered position does nothing. A segment that could not be
+// renamed for deletion is tried again by the next Ack. After Close it
+// returns ErrClosed.
 func (s *Spool) Ack(p Pos) error {
 	s.ackMu.Lock()
 	defer s.ackMu.Unlock()
@@ -951,14 +955,15 @@ func (s *Spool) Ack(p Pos) error {
 		}
 	}
 	for _, seg := range del {
-		if err := s.retire(seg.path); err != nil {
+		size := seg.size
+		if seg.missing {
+			size = 0
+		}
+		if err := s.retire(seg.path, size); err != nil {
 			return fmt.Errorf("spool: deleting delivered segment %s: %w", filepath.Base(seg.path), err)
 		}
 		s.mu.Lock()
 		// Only Ack removes segments, in order, under ackMu: seg is the first.
-		if !seg.missing {
-			s.bytes -= seg.size
-		}
 		s.segs = s.segs[1:]
 		s.mu.Unlock()
 	}
@@ -983,26 +988,42 @@ const (
 	maxDeleting = 64
 )
 
-// retire takes a delivered segment out of the spool: renamed to
-// <path>.del (a name recover deletes, should the process stop before the
-// deleter did) and handed to the deleter. s.ackMu must be held.
-func (s *Spool) retire(path string) error {
+// deletion is a delivered segment handed to the deleter: its file, and
+// the bytes of it the spool counts (in Spool.deleting) until it is freed.
+type deletion struct {
+	path string
+	size int64
+}
+
+// retire takes a delivered segment of size counted bytes out of the
+// spool: renamed to <path>.del (a name recover deletes, should the process
+// stop before the deleter did) and handed to the deleter. Until the
+// deleter frees them, its bytes still count against MaxBytes, as what is
+// on disk. Once renamed, the segment is out of the spool whatever follows:
+// a failed removal is logged, and the next Open removes the file.
+// s.ackMu must be held.
+func (s *Spool) retire(path string, size int64) error {
 	gone := path + deletingSuffix
-	if err := s.fs.Rename(path, gone); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
+	err := s.fs.Rename(path, gone)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	select {
-	case s.deletes <- gone:
-		return nil
-	default:
-		if err := s.fs.Remove(gone); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
+	s.mu.Lock()
+	s.bytes -= size
+	if err == nil {
+		s.deleting += size
+	}
+	s.mu.Unlock()
+	if err != nil { // already gone
 		return nil
 	}
+	select {
+	case s.deletes <- deletion{gone, size}:
+	default:
+		s.remove(gone)
+		s.freed(size)
+	}
+	return nil
 }
 
 // deleter deletes the segments retire hands it, until the spool is
@@ -1011,13 +1032,14 @@ func (s *Spool) deleter() {
 	defer close(s.deleterDone)
 	for {
 		select {
-		case path := <-s.deletes:
-			s.deleteInSteps(path)
+		case d := <-s.deletes:
+			s.deleteInSteps(d)
 		case <-s.stop:
 			for {
 				select {
-				case path := <-s.deletes:
-					s.remove(path)
+				case d := <-s.deletes:
+					s.remove(d.path)
+					s.freed(d.size)
 				default:
 					return
 				}
@@ -1026,10 +1048,12 @@ func (s *Spool) deleter() {
 	}
 }
 
-// deleteInSteps truncates the file at path deleteChunk bytes at a time,
+// deleteInSteps truncates d's file deleteChunk bytes at a time,
 // deletePause apart, then removes it; once the spool is closing, at once.
-func (s *Spool) deleteInSteps(path string) {
-	if f, err := s.fs.OpenFile(path, os.O_WRONLY, 0); err == nil {
+// The bytes it counted are released as they are freed.
+func (s *Spool) deleteInSteps(d deletion) {
+	counted := d.size
+	if f, err := s.fs.OpenFile(d.path, os.O_WRONLY, 0); err == nil {
 		size := int64(0)
 		if fi, err := f.Stat(); err == nil {
 			size = fi.Size()
@@ -1042,17 +1066,41 @@ func (s *Spool) deleteInSteps(path string) {
 			if f.Truncate(size) != nil {
 				break // remove says what is wrong, if anything
 			}
+			if counted > size {
+				s.freed(counted - size)
+				counted = size
+			}
 		}
 		f.Close()
 	}
-	s.remove(path)
+	s.remove(d.path)
+	s.freed(counted)
+}
+
+// freed stops counting n bytes of a segment being deleted.
+func (s *Spool) freed(n int64) {
+	s.mu.Lock()
+	s.deleting -= n
+	s.mu.Unlock()
 }
 
 // pause waits deletePause and reports whether deleteInSteps is to go on:
-// false once the spool is closing.
+// false once the spool is closing. With less than a segment of room left
+// it does not wait: the deletion goes on at once, as the room is needed.
 func (s *Spool) pause() bool {
+	s.mu.Lock()
+	tight := s.bytes+s.deleting+s.reserved > s.cfg.MaxBytes-s.cfg.SegmentBytes
+	s.mu.Unlock()
+	if tight {
+		select {
+		case <-s.stop:
+			return false
+		default:
+			return true
+		}
+	}
 	select {
-	case <-time.After(deletePause):
+	case <-time.After(s.deletePause):
 		return true
 	case <-s.stop:
 		return false
