@@ -11,7 +11,8 @@
 //
 //   - HTTP/2 without TLS (h2c, prior knowledge): a connection that opens
 //     with the HTTP/2 preface goes to the net/http server before fasthttp
-//     reads a byte of it.
+//     reads a byte of it. So does one whose first request line ends in a
+//     bare LF, not CRLF (which fasthttp does not take).
 //   - Every other path (request-reply, /metrics, probes, the web UI and its
 //     event stream, pprof): the first request on a fasthttp connection for
 //     a path that is not a fast one hands the whole connection over to the
@@ -49,6 +50,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -161,6 +163,10 @@ func New(cfg Config) *Front {
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
 		CloseOnShutdown:       true,
+		// fasthttp's errors about a malformed request otherwise quote the
+		// request, secrets (Authorization, cookies, a pixel's key) and all;
+		// they go into answers and the log.
+		SecureErrorLogMessage: true,
 		Logger:                fastLogger{ratelog.New(f.log, slog.LevelWarn, "fasthttp: serving a connection failed", logEvery)},
 	}
 	return f
@@ -295,7 +301,7 @@ func (f *Front) sniff(c net.Conn) {
 	for {
 		n, err := c.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if len(buf) >= 4 || (len(buf) > 0 && !bytes.HasPrefix([]byte(h2Preface), buf)) {
+		if isH2(buf) || firstLine(buf) != nil || len(buf) == cap(buf) {
 			break
 		}
 		if err != nil { // nothing said: closed, or too slow to start
@@ -305,7 +311,7 @@ func (f *Front) sniff(c net.Conn) {
 		}
 	}
 	_ = c.SetReadDeadline(time.Time{})
-	if bytes.HasPrefix(buf, []byte(h2Preface[:4])) {
+	if isH2(buf) || bareLF(buf) {
 		f.untrack(c) // net/http's
 		f.netLn.push(&prefixConn{Conn: c, prefix: buf})
 		return
@@ -316,6 +322,28 @@ func (f *Front) sniff(c net.Conn) {
 		fc.ctx = f.cfg.ConnContext(fc.ctx, c)
 	}
 	f.fastLn.push(fc)
+}
+
+func isH2(buf []byte) bool { return bytes.HasPrefix(buf, []byte(h2Preface[:4])) }
+
+// firstLine returns the request line at the start of buf, with its line
+// end, past the empty lines a client may send before it; nil until buf
+// holds a whole one.
+func firstLine(buf []byte) []byte {
+	buf = bytes.TrimLeft(buf, "\r\n")
+	if i := bytes.IndexByte(buf, '\n'); i > 0 {
+		return buf[:i+1]
+	}
+	return nil
+}
+
+// bareLF reports whether the request line at the start of buf ends in a
+// bare LF. RFC 9112 lets a server take one for CRLF, and net/http does;
+// fasthttp waits for a CRLF that never comes, so such a connection goes to
+// net/http, as an h2c one does.
+func bareLF(buf []byte) bool {
+	l := firstLine(buf)
+	return len(l) > 0 && (len(l) < 2 || l[len(l)-2] != '\r')
 }
 
 // prefixConn is a connection whose first bytes were read already.
@@ -431,8 +459,18 @@ func (f *Front) requestError(ctx *fasthttp.RequestCtx, err error) {
 		}
 		answer(ctx, http.StatusRequestTimeout, msg+")")
 	default:
-		answer(ctx, http.StatusBadRequest, "malformed HTTP request: "+err.Error())
+		answer(ctx, http.StatusBadRequest, "malformed HTTP request: "+unquoted(err.Error()))
 	}
+}
+
+// unquoted is msg, one of fasthttp's error messages, cut where it would
+// quote the request's bytes (", contents: ..."), should any message do so
+// despite SecureErrorLogMessage.
+func unquoted(msg string) string {
+	if i := strings.Index(msg, ", contents:"); i >= 0 {
+		return msg[:i]
+	}
+	return msg
 }
 
 // serve is fasthttp's handler.
@@ -645,5 +683,5 @@ type fastLogger struct{ l *ratelog.Limiter }
 const logEvery = 10 * time.Second
 
 func (l fastLogger) Printf(format string, args ...any) {
-	l.l.Log("err", fmt.Sprintf(format, args...))
+	l.l.Log("err", unquoted(fmt.Sprintf(format, args...)))
 }

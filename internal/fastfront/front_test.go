@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 // seen is what the test handler tells of a request, as JSON.
@@ -605,5 +607,63 @@ func TestTemporaryAcceptError(t *testing.T) {
 	case err := <-served:
 		t.Fatalf("Serve returned %v on a temporary accept error", err)
 	default:
+	}
+}
+
+// TestMalformedRequestsQuoteNoSecrets: fasthttp's error for a request it
+// cannot parse quotes the request's bytes unless told not to; neither the
+// 400's body nor the log may carry what the client sent (an Authorization
+// header, a cookie, a pixel's key).
+func TestMalformedRequestsQuoteNoSecrets(t *testing.T) {
+	log, logs := testkit.NewLogBuffer()
+	addr, _, _ := start(t, Config{Log: log})
+	const secret = "s3cret-Token-5b1f"
+	head := "Authorization: Bearer " + secret + "\r\nCookie: sid=" + secret + "\r\n"
+	for _, raw := range []string{
+		"POST /fast?k=" + secret + " x HTTP/1.1\r\nHost: x\r\n" + head + "Content-Length: 0\r\n\r\n",
+		"POST /fast HTTP/1.1\r\nHost: x\r\n" + head + "Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+		"POST /fast HTTP/1.1\r\nHost: x\r\n" + head + "Content-Length: x2\r\n\r\n{}",
+		"POST /fast HTTP/1.1\r\nHost: x\r\n" + head + "X-A: a\x00b\r\nContent-Length: 0\r\n\r\n",
+		"POST * HTTP/1.1\r\nHost: x\r\n" + head + "Content-Length: 0\r\n\r\n",
+	} {
+		c := dial(t, addr)
+		c.send(raw)
+		resp, err := http.ReadResponse(c.r, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", raw, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%q: %d %s, want 400", raw, resp.StatusCode, body)
+		}
+		if strings.Contains(string(body), secret) {
+			t.Errorf("%q: the answer quotes the request: %s", raw, body)
+		}
+	}
+	if strings.Contains(logs.String(), secret) {
+		t.Errorf("the log quotes a request:\n%s", logs.String())
+	}
+}
+
+// TestBareLFRequestLine: a request whose lines end in a bare LF (which RFC
+// 9112 lets a server take for CRLF, and net/http does, but fasthttp waits
+// on) is served, by net/http, on a fast path too; CRLF requests, empty
+// lines before them or not, stay on fasthttp.
+func TestBareLFRequestLine(t *testing.T) {
+	addr, _, _ := start(t, Config{})
+	for _, tc := range []struct{ raw, server string }{
+		{"POST /fast HTTP/1.1\nHost: x\nContent-Length: 2\n\n{}", "net/http"},
+		{"POST /fast HTTP/1.1\nHost: x\r\nContent-Length: 2\r\n\r\n{}", "net/http"},
+		{"POST /other HTTP/1.1\nHost: x\nContent-Length: 2\n\n{}", "net/http"},
+		{"POST /fast HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", "fasthttp"},
+		{"\r\nPOST /fast HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", "fasthttp"},
+	} {
+		c := dial(t, addr)
+		_ = c.c.SetDeadline(time.Now().Add(3 * time.Second)) // under the 5 s header timeout
+		c.send(tc.raw)
+		resp, s := c.answer()
+		if resp.StatusCode != http.StatusOK || s.Server != tc.server || s.Body != "{}" || s.Path != "/fast" && s.Path != "/other" {
+			t.Errorf("%q: %d %+v, want 200 from %s with the body", tc.raw, resp.StatusCode, s, tc.server)
+		}
 	}
 }
