@@ -209,9 +209,11 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request, hold *membudge
 	return body, nil
 }
 
-// contentEncoding is r's Content-Encoding, as readBody compares it.
+// contentEncoding is r's Content-Encoding, as readBody compares it: its
+// field lines joined, as RFC 9110 reads several (two lines of gzip are a
+// body gzipped twice, which is refused, not one of them applied).
 func contentEncoding(r *http.Request) string {
-	return strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding")))
+	return strings.ToLower(strings.TrimSpace(strings.Join(r.Header.Values("Content-Encoding"), ", ")))
 }
 
 // bodyHeaderError refuses a body by its header: an announced length over

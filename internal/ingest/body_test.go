@@ -172,6 +172,10 @@ func TestBadInput(t *testing.T) {
 		{name: "not gzip", body: []byte(`[{"event":"a"}]`), headers: append(json, "Content-Encoding", "gzip"), status: 400, msg: "body is not valid gzip data", offset: none},
 		{name: "truncated gzip", body: testkit.Gzip(t, five)[:40], headers: append(json, "Content-Encoding", "gzip"), status: 400, msg: "body is not valid gzip data", offset: none},
 		{name: "not zstd", body: []byte(`[{"event":"a"}]`), headers: append(json, "Content-Encoding", "zstd"), status: 400, msg: "body is not valid zstd data", offset: none},
+		// Two field lines are one list (RFC 9110): a body gzipped twice,
+		// not gzip applied once and the second line ignored.
+		{name: "gzip on two lines", body: testkit.Gzip(t, testkit.Gzip(t, five)), headers: append(json, "Content-Encoding", "gzip", "Content-Encoding", "gzip"), status: 415, msg: `Content-Encoding "gzip, gzip" is not supported`, offset: none},
+		{name: "identity then gzip on two lines", body: testkit.Gzip(t, five), headers: append(json, "Content-Encoding", "identity", "Content-Encoding", "gzip"), status: 415, msg: `Content-Encoding "identity, gzip" is not supported`, offset: none},
 		{name: "unknown encoding", body: []byte(`[{"event":"a"}]`), headers: append(json, "Content-Encoding", "br"), status: 415, msg: `Content-Encoding "br" is not supported`, offset: none},
 		{name: "wrong content type", body: []byte(`[{"event":"a"}]`), headers: []string{"Content-Type", "text/csv"}, status: 415, msg: "text/csv is not supported", offset: none},
 		{name: "form content type", body: []byte(`[{"event":"a"}]`), headers: []string{"Content-Type", "application/x-www-form-urlencoded"}, status: 415, msg: "not supported", offset: none},
