@@ -357,7 +357,7 @@ func (b *Batch) str(p *pending, s span, esc []byte) []byte {
 // shares, as Event's encoding has it: received_at, ip, ua, client.
 func appendMeta(dst []byte, m Meta) []byte {
 	dst = append(dst, `,"received_at":"`...)
-	dst = m.ReceivedAt.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = m.ReceivedAt.UTC().AppendFormat(dst, TimeLayout)
 	dst = append(dst, '"')
 	if m.IP != "" {
 		dst = append(dst, `,"ip":`...)

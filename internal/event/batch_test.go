@@ -14,7 +14,7 @@ var batchMeta = event.Meta{ReceivedAt: time.Date(2026, 1, 2, 17, 4, 5, 123000000
 	IP: "192.0.2.7", UA: "curl/8.0 \"quoted\"", Client: "shop"}
 
 // batchTail is batchMeta's enrichment as it ends every record value.
-const batchTail = `"received_at":"2026-01-02T15:04:05.123Z","ip":"192.0.2.7","ua":"curl/8.0 \"quoted\"","client":"shop"`
+const batchTail = `"received_at":"2026-01-02T15:04:05.123000000Z","ip":"192.0.2.7","ua":"curl/8.0 \"quoted\"","client":"shop"`
 
 // TestBatchRecord: the record value is the event as sent, compacted, with
 // null fields (and an empty uid or anon_id) left out, then the enrichment;

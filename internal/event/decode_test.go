@@ -899,7 +899,7 @@ func TestRecordOmitsEmptyFields(t *testing.T) {
 func TestDeadLetter(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 2, 17, 4, 5, 123000000, time.FixedZone("UTC+2", 2*60*60))
-	const wantAt = "2026-01-02T15:04:05.123Z"
+	const wantAt = "2026-01-02T15:04:05.123000000Z"
 	raw := []byte(`{"event":1,"props":{"k":"vvvvvvvvvv"}}`) // 38 bytes
 	tests := []struct {
 		name          string

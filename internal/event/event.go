@@ -72,6 +72,13 @@ const (
 	HeaderReason = "inlet-reason"
 	// HeaderReceivedAt carries the server time on dead-letter records.
 	HeaderReceivedAt = "inlet-received-at"
+
+	// TimeLayout is how received_at and inlet-received-at are written:
+	// RFC 3339 in UTC with all nine digits of the fraction, so that every
+	// value has the same width and they sort as text in time order
+	// (time.RFC3339Nano drops trailing zeros).
+	TimeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
 	// HeaderTruncated is "true" on a dead-letter record whose value was cut to
 	// the maximum event size.
 	HeaderTruncated = "inlet-truncated"
@@ -161,7 +168,7 @@ func DeadLetter(topic string, raw []byte, reason string, receivedAt time.Time, m
 		Value: raw,
 		Headers: []Header{
 			{Key: HeaderError, Value: []byte(reason)},
-			{Key: HeaderReceivedAt, Value: []byte(receivedAt.UTC().Format(time.RFC3339Nano))},
+			{Key: HeaderReceivedAt, Value: []byte(receivedAt.UTC().Format(TimeLayout))},
 		},
 	}
 	if maxValue > 0 && len(raw) > maxValue {

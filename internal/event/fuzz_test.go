@@ -244,7 +244,7 @@ func checkOnePass(tb testing.TB, raw []byte, meta event.Meta, planned bool) {
 		}
 		want["id"] = id
 	}
-	want["received_at"] = meta.ReceivedAt.UTC().Format(time.RFC3339Nano)
+	want["received_at"] = meta.ReceivedAt.UTC().Format(event.TimeLayout)
 	want["ip"], want["ua"], want["client"] = meta.IP, meta.UA, meta.Client
 	if planned {
 		want["group"], want["code"] = group, json.Number("42")

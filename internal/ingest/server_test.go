@@ -72,8 +72,8 @@ func TestPartialBatch(t *testing.T) {
 		if reason, _ := header(d, event.HeaderReason); reason != string(w.reason) {
 			t.Errorf("dead letter %d: inlet-reason %q, want %s", w.index, reason, w.reason)
 		}
-		if at, _ := header(d, event.HeaderReceivedAt); at != fixedNow.Format(time.RFC3339Nano) {
-			t.Errorf("dead letter %d: inlet-received-at %q, want %s", w.index, at, fixedNow.Format(time.RFC3339Nano))
+		if at, _ := header(d, event.HeaderReceivedAt); at != fixedNow.Format(event.TimeLayout) {
+			t.Errorf("dead letter %d: inlet-received-at %q, want %s", w.index, at, fixedNow.Format(event.TimeLayout))
 		}
 		wantValue := items[w.index]
 		if w.reason == event.ReasonTooLarge {
@@ -174,7 +174,7 @@ func TestEnrichment(t *testing.T) {
 		if f["id"] != want.id || rec.EventID != want.id {
 			t.Errorf("%s: id %v, EventID %q, want %q", names[i], f["id"], rec.EventID, want.id)
 		}
-		if f["received_at"] != fixedNow.Format(time.RFC3339Nano) || f["ip"] != "127.0.0.1" || f["ua"] != ua[:512] {
+		if f["received_at"] != fixedNow.Format(event.TimeLayout) || f["ip"] != "127.0.0.1" || f["ua"] != ua[:512] {
 			t.Errorf("%s: received_at %v ip %v ua %d bytes: want the server's time, 127.0.0.1 and the UA cut to 512 bytes",
 				names[i], f["received_at"], f["ip"], len(f["ua"].(string)))
 		}
