@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/inlet-dev/inlet/internal/event"
 )
@@ -112,14 +114,29 @@ func (p *pixelFailure) WriteHeader(int)             {}
 // query that says one thing twice (e= and event=, or a field repeated),
 // which would otherwise be read one way or the other at random.
 func pixelEvent(rawQuery string) ([]byte, *event.Invalid) {
-	q, _ := url.ParseQuery(rawQuery) // as r.URL.Query: a broken pair is dropped
+	q, err := pixelQuery(rawQuery)
+	if err != nil {
+		return []byte(rawQuery), &event.Invalid{Reason: event.ReasonMalformed, Msg: "the query cannot be read: " + err.Error()}
+	}
 	if _, ok := q["e"]; ok && q.Has("event") {
 		return []byte(rawQuery), &event.Invalid{Reason: event.ReasonBadField, Msg: "both e= and event= name the event; send one"}
 	}
 	for k, vs := range q {
-		if len(vs) > 1 && pixelField(k) {
+		if !pixelField(k) {
+			continue
+		}
+		if len(vs) > 1 {
 			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonBadField, Msg: fmt.Sprintf("%s= is given %d times; send it once", k, len(vs))}
 		}
+		if !utf8.ValidString(k) || !utf8.ValidString(vs[0]) {
+			// As a posted event's would be; json.Marshal would put U+FFFD
+			// in its place.
+			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonMalformed, Msg: fmt.Sprintf("%q= is not valid UTF-8 once unescaped", k)}
+		}
+	}
+	if q.Get("data") == "" && q.Get("e") == "" && q.Get("event") == "" {
+		// Kept as sent: the JSON built from it would say nothing.
+		return []byte(rawQuery), &event.Invalid{Reason: event.ReasonMissingEvent, Msg: `e= (or event=) is required: a non-empty string naming the event`}
 	}
 	if d := q.Get("data"); d != "" {
 		t := strings.TrimRight(d, "=")
@@ -165,6 +182,35 @@ func pixelEvent(rawQuery string) ([]byte, *event.Invalid) {
 	}
 	b, _ := json.Marshal(ev)
 	return b, nil
+}
+
+// pixelQuery parses a pixel's query as url.ParseQuery does, but a pair of
+// the event's (pixelField) that cannot be read (a bad escape, a ';') is an
+// error, where url.ParseQuery would drop it and read the rest: the event
+// would lose a field, or its name, unsaid. Other pairs that cannot be read
+// (cache busters) are dropped.
+func pixelQuery(raw string) (url.Values, error) {
+	q := url.Values{}
+	for pair := range strings.SplitSeq(raw, "&") {
+		if pair == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(pair, "=")
+		key, kerr := url.QueryUnescape(k)
+		val, verr := url.QueryUnescape(v)
+		if kerr != nil || verr != nil || strings.Contains(pair, ";") {
+			if kerr == nil && !pixelField(key) {
+				continue
+			}
+			why := "a ';' in it"
+			if err := cmp.Or(kerr, verr); err != nil {
+				why = err.Error()
+			}
+			return nil, fmt.Errorf("%q: %s", pair, why)
+		}
+		q[key] = append(q[key], val)
+	}
+	return q, nil
 }
 
 // pixelField reports whether query parameter k carries part of the event
