@@ -145,7 +145,10 @@ func printRecord(w io.Writer, r *kgo.Record, format string) error {
 		return err
 	}
 	v := json.RawMessage(r.Value)
-	if !json.Valid(r.Value) {
+	// encoding/json's Valid takes invalid UTF-8 inside strings, and
+	// Marshal copies a RawMessage as it is: such a value (a dead letter
+	// refused for it) is printed as a string, its bytes quoted.
+	if !json.Valid(r.Value) || !utf8.Valid(r.Value) {
 		s := string(r.Value)
 		if !utf8.ValidString(s) {
 			s = fmt.Sprintf("%q", r.Value)
