@@ -215,6 +215,13 @@ func TestDamagedCursor(t *testing.T) {
 			if tc.from == 0 && logs.Count("the cursor does not match") != 1 {
 				t.Fatalf("no warning:\n%s", logs)
 			}
+			// The cursor file says so at once, before anything is
+			// appended: records appended later could come to match the
+			// wrong one (TestSequenceNumbersNeverGoBack).
+			b, _ := os.ReadFile(filepath.Join(dir, "cursor"))
+			if d := s.Delivered(); string(b) != fmt.Sprintf("%d %d %d\n", d.Seg, d.Off, d.Seq) {
+				t.Fatalf("cursor on disk after open %q, the spool goes by %v", b, d)
+			}
 			// Delivery goes on past it.
 			if err := s.Ack(end); err != nil {
 				t.Fatal(err)
@@ -223,7 +230,7 @@ func TestDamagedCursor(t *testing.T) {
 				t.Fatalf("after acking everything: %+v", st)
 			}
 			s.Close()
-			b, _ := os.ReadFile(filepath.Join(dir, "cursor"))
+			b, _ = os.ReadFile(filepath.Join(dir, "cursor"))
 			if want := fmt.Sprintf("%d %d %d\n", end.Seg, end.Off, end.Seq); string(b) != want {
 				t.Fatalf("cursor written at close %q, want %q", b, want)
 			}

@@ -226,9 +226,11 @@ func TestAckFaults(t *testing.T) {
 		name  string
 		fault *fault
 	}{
-		// Sticky: the cursor Close writes fails too.
-		{"the cursor rename fails", &fault{op: "rename", suffix: "cursor", n: 2, sticky: true, err: syscall.EIO}},
-		{"the cursor fsync fails", &fault{op: "sync", suffix: "cursor.tmp", n: 2, sticky: true, err: syscall.EIO}},
+		// The third cursor write: Open writes the first (a new spool has
+		// none), the first Ack the second. Sticky: the cursor Close writes
+		// fails too.
+		{"the cursor rename fails", &fault{op: "rename", suffix: "cursor", n: 3, sticky: true, err: syscall.EIO}},
+		{"the cursor fsync fails", &fault{op: "sync", suffix: "cursor.tmp", n: 3, sticky: true, err: syscall.EIO}},
 		// Ack renames a delivered segment to <segment>.del at once (the
 		// deleter frees it later).
 		{"deleting a delivered segment fails once", &fault{op: "rename", suffix: ".seg" + deletingSuffix, n: 1, err: syscall.EIO}},

@@ -312,6 +312,21 @@ func (s *Spool) recover() error {
 		}
 	}
 	s.acked = s.checkCursor(cur, haveCur, atCur)
+	if !haveCur || s.acked != cur {
+		// The cursor file must say what the spool now goes by before
+		// anything is appended: it is otherwise rewritten only on the next
+		// delivery or Close, and a crash before either would leave a
+		// cursor that new records can come to match. With every segment
+		// delivered and the active one empty (so removed above), numbering
+		// starts again from the first free number, behind an old cursor:
+		// the next start would take the new records for delivered and
+		// delete them unsent. A cursor that was judged wrong can likewise
+		// come to look right. (Open's roll syncs the directory next, so
+		// the rename is durable before any record is taken.)
+		if err := s.saveCursor(s.acked, true); err != nil {
+			return err
+		}
+	}
 	// Segments wholly before the cursor were delivered; a crash came
 	// between writing the cursor and deleting them.
 	for len(s.segs) > 0 && s.before(s.segs[0], s.acked) {
