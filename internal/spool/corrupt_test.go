@@ -296,3 +296,26 @@ func TestDeliveredSegmentGoneFromDisk(t *testing.T) {
 		t.Fatalf("stats %+v, %d bytes on disk", st, onDisk)
 	}
 }
+
+// TestZeroedTailIsTorn: zeros after the last frame are what a crash leaves
+// of a write that extended the file but did not reach the disk (never
+// acknowledged): cut without a record counted lost.
+func TestZeroedTailIsTorn(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	data, all := spoolOf(t, dir, 100)
+	if err := os.WriteFile(filepath.Join(dir, segName(1)), append(bytes.Clone(data), make([]byte, 4096)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, logs, m := open(t, testConfig(dir))
+	got, _ := readAll(t, s, s.Delivered())
+	if !slices.Equal(ids(got), all) {
+		t.Fatalf("read %d records, want %d\n%s", len(got), len(all), logs)
+	}
+	if lost := loggedLost(logs); lost != 0 || metricValue(t, m, "inlet_spool_quarantined_records_total") != 0 || s.Stats().Quarantined != 0 {
+		t.Fatalf("a zeroed tail counted as %d lost records\n%s", lost, logs)
+	}
+	if metricValue(t, m, "inlet_spool_corrupt_tails_total") != 1 {
+		t.Fatalf("the cut not counted\n%s", logs)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // Damage inside a segment is cut out, not followed to the end: after a bad
@@ -74,10 +75,12 @@ func damagedRecords(b []byte) uint64 {
 	return 1
 }
 
-// torn reports whether b, the damaged end of a segment, is one frame the
-// file ends inside: a write a crash cut short.
+// torn reports whether b, the damaged end of a segment, is what a crash
+// leaves of a write it cut short: one frame the file ends inside, or zeros
+// (the file's size was extended, its data not yet written; ext4 can leave
+// that).
 func torn(b []byte) bool {
-	if len(b) < frameHeader {
+	if len(b) < frameHeader || !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) {
 		return true
 	}
 	size := int(binary.LittleEndian.Uint32(b))
