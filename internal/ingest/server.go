@@ -455,6 +455,11 @@ func (s *Server) write(w http.ResponseWriter, parent context.Context, recs []eve
 	switch {
 	case errors.Is(err, ErrSinkFull):
 		kind, msg = "full", "inlet is at capacity; retry later"
+		// Which room ran out (the spool, the producer's buffer), as the
+		// sink said after ErrSinkFull.
+		if cause := strings.Trim(strings.Replace(err.Error(), ErrSinkFull.Error(), "", 1), ": "); cause != "" {
+			msg = "inlet is at capacity (" + cause + "); retry later"
+		}
 	// Kafka refused a record for good. The request is not a transaction:
 	// its other events may be stored, so it must not be sent again as is.
 	case errors.Is(err, ErrSinkTooLarge):

@@ -400,7 +400,7 @@ func TestSinkErrors(t *testing.T) {
 		msg   string
 		retry string
 	}{
-		{name: "full", fail: failFull, kind: "full", msg: "inlet is at capacity; retry later", retry: "2"},
+		{name: "full", fail: failFull, kind: "full", msg: "inlet is at capacity (spool over 1 GiB); retry later", retry: "2"},
 		{name: "timeout", fail: failBlock, edit: func(c *Config) { c.WriteTimeout = 30 * time.Millisecond },
 			kind: "timeout", msg: "events not acknowledged within 30ms; retry later", retry: "2"},
 		{name: "sink's own deadline", fail: failDeadline, kind: "timeout", msg: "events not acknowledged within 10s; retry later", retry: "2"},
