@@ -560,7 +560,10 @@ func (p *Producer) Close(ctx context.Context) error {
 	p.closeOnce.Do(func() {
 		err = p.cl.Flush(ctx)
 		if err != nil {
-			p.log.Error("flushing on close", "err", err, "buffered_records", p.cl.BufferedProduceRecords())
+			// Warn, not Error: what it means is the caller's to say (with
+			// ack=spool the records are still in the spool; otherwise the
+			// gateway reports the returned error).
+			p.log.Warn("the producer did not flush everything before closing", "err", err, "buffered_records", p.cl.BufferedProduceRecords())
 		}
 		close(p.quit)
 		p.cl.Close()
