@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/cliflag"
 )
 
 // Thrift transports (--thrift-transport).
@@ -62,7 +64,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.GRPCListen, "grpc-listen", c.GRPCListen, "serve the catalog over gRPC on this address (inf.Data, inlet.catalog.v1.Catalog, health, reflection); off unless given")
 	fs.StringVar(&c.ThriftListen, "thrift-listen", c.ThriftListen, "serve the catalog over Thrift (binary protocol) on this address: inf.Data unmultiplexed, inlet.catalog.v1.Catalog multiplexed; off unless given")
 	fs.StringVar(&c.ThriftTransport, "thrift-transport", c.ThriftTransport, "Thrift transport: framed or buffered")
-	fs.IntVar(&c.MaxMessageBytes, "catalog-rpc-max-message-bytes", c.MaxMessageBytes, "largest gRPC message or Thrift frame the catalog's RPC servers read")
+	cliflag.Bytes(fs, &c.MaxMessageBytes, "catalog-rpc-max-message-bytes", "largest gRPC message or Thrift frame the catalog's RPC servers read (KiB, MiB, GiB)")
 	fs.IntVar(&c.MaxConns, "catalog-rpc-max-conns", c.MaxConns, "most connections each of the gRPC and Thrift servers keeps open (more are closed at once)")
 	fs.DurationVar(&c.CallTimeout, "catalog-rpc-timeout", c.CallTimeout, "longest one catalog RPC call may take")
 	fs.DurationVar(&c.IdleTimeout, "catalog-rpc-idle-timeout", c.IdleTimeout, "close a gRPC or Thrift connection that has had no call for this long")
