@@ -142,7 +142,7 @@ func TestTrackAndPixel(t *testing.T) {
 	}
 	dead := testkit.ConsumeN(t, brokers, topic+".invalid", 2, time.Second)
 	reasons := dead[0].Headers["inlet-error"] + " | " + dead[1].Headers["inlet-error"]
-	if !strings.Contains(reasons, `"event" is required`) || !strings.Contains(reasons, "base64") {
+	if !strings.Contains(reasons, "e= (or event=) is required") || !strings.Contains(reasons, "base64") {
 		t.Errorf("dead-letter reasons %q", reasons)
 	}
 }
