@@ -147,8 +147,24 @@ func TestBrokerWiped(t *testing.T) {
 	k.Wipe()
 	start := time.Now()
 	var last error
+	acked := map[string]bool{}
+	attempt := 0
+	send := func() error {
+		attempt++
+		recs := records(topic, 5)
+		for i := range recs {
+			recs[i].Value = fmt.Appendf(nil, "attempt%d-v%d", attempt, i)
+		}
+		err := p.ProduceSync(ctxFor(t, 10*time.Second), recs)
+		if err == nil {
+			for _, r := range recs {
+				acked[string(r.Value)] = true
+			}
+		}
+		return err
+	}
 	for {
-		err := p.ProduceSync(ctxFor(t, 10*time.Second), records(topic, 5))
+		err := send()
 		if err == nil {
 			break
 		}
@@ -162,8 +178,31 @@ func TestBrokerWiped(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("produces acknowledged again %v after the broker was wiped (last failure: %v)", time.Since(start), last)
-	if err := p.ProduceSync(ctxFor(t, 10*time.Second), records(topic, 5)); err != nil {
+	if err := send(); err != nil {
 		t.Fatalf("a produce after recovery: %v", err)
 	}
-	testkit.ConsumeN(t, k.Brokers, topic, 10, 300*time.Millisecond)
+	// Every acknowledged record is in the new cluster. A failed attempt
+	// may have landed too (at-least-once: 14 records for 10 acknowledged
+	// in one CI run), and none of the old cluster's can be there.
+	got := testkit.Consume(t, k.Brokers, topic, 30*time.Second, func(rs []testkit.Record) bool {
+		seen := 0
+		for _, r := range rs {
+			if acked[string(r.Value)] {
+				seen++
+			}
+		}
+		return seen >= len(acked)
+	})
+	seen := map[string]bool{}
+	for _, r := range got {
+		if !strings.HasPrefix(string(r.Value), "attempt") {
+			t.Errorf("record %q of the wiped cluster is in the new one", r.Value)
+		}
+		seen[string(r.Value)] = true
+	}
+	for v := range acked {
+		if !seen[v] {
+			t.Errorf("acknowledged record %q is not in the new cluster", v)
+		}
+	}
 }
