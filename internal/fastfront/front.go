@@ -304,6 +304,9 @@ func (f *Front) sniff(c net.Conn) {
 		if isH2(buf) || firstLine(buf) != nil || len(buf) == cap(buf) {
 			break
 		}
+		if err != nil && len(buf) > 0 && !bytes.HasPrefix([]byte(h2Preface), buf) {
+			break // part of an HTTP/1 request line: fasthttp answers it (408, 400)
+		}
 		if err != nil { // nothing said: closed, or too slow to start
 			f.untrack(c)
 			c.Close()

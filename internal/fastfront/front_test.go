@@ -494,6 +494,13 @@ func TestSlowStartAndSilentConnections(t *testing.T) {
 	if d := time.Since(start); d > 4*time.Second {
 		t.Errorf("closed after %v, want about the read header timeout (300ms)", d)
 	}
+	// One that stops inside its request line is answered 408, as one that
+	// stops inside its header is (the sniffer waits for the whole line).
+	c = dial(t, addr)
+	c.send("POST /fa")
+	if resp, _ := c.answer(); resp.StatusCode != http.StatusRequestTimeout {
+		t.Errorf("a request line cut short: %d, want 408", resp.StatusCode)
+	}
 }
 
 func TestReadDeadlineFromHandler(t *testing.T) {
