@@ -528,6 +528,13 @@ func TestConcurrentAcks(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// The delivered segments count in Stats().Bytes until the deleter has
+	// removed them (TestSegmentsBeingDeletedCountTowardsTheLimit).
+	deadline := time.Now().Add(10 * time.Second)
+	for m, _ := filepath.Glob(filepath.Join(cfg.Dir, "*"+deletingSuffix)); len(m) > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		m, _ = filepath.Glob(filepath.Join(cfg.Dir, "*"+deletingSuffix))
+	}
 	files := segFiles(t, cfg.Dir)
 	var bytes int64
 	for _, f := range files {
