@@ -53,25 +53,7 @@ func TestTopicRecreated(t *testing.T) {
 
 	start := time.Now()
 	var sawUnknownID bool
-	// Each attempt's records are told apart by their values: the records
-	// of a failed attempt may still be delivered (at-least-once), those of
-	// an acknowledged one must be.
-	acked := map[string]bool{}
-	attempt := 0
-	send := func() error {
-		attempt++
-		recs := records(topic, 5)
-		for i := range recs {
-			recs[i].Value = fmt.Appendf(nil, "attempt%d-v%d", attempt, i)
-		}
-		err := p.ProduceSync(ctxFor(t, 10*time.Second), recs)
-		if err == nil {
-			for _, r := range recs {
-				acked[string(r.Value)] = true
-			}
-		}
-		return err
-	}
+	send, acked := attempts(t, p, topic)
 	for {
 		err := send()
 		if err == nil {
@@ -98,6 +80,40 @@ func TestTopicRecreated(t *testing.T) {
 	if h := p.Health(); h.Failing != 0 {
 		t.Errorf("health after success: %+v", h)
 	}
+	got := checkAttempts(t, brokers, topic, acked)
+	t.Logf("%d records in the new topic, %d of them acknowledged", len(got), len(acked))
+}
+
+// attempts returns send, which produces five records to topic through p,
+// their values naming the attempt, and acked, the values of those p
+// acknowledged: the records of a failed attempt may still be delivered
+// (at-least-once), those of an acknowledged one must be.
+func attempts(t *testing.T, p *Producer, topic string) (send func() error, acked map[string]bool) {
+	acked = map[string]bool{}
+	attempt := 0
+	send = func() error {
+		attempt++
+		recs := records(topic, 5)
+		for i := range recs {
+			recs[i].Value = fmt.Appendf(nil, "attempt%d-v%d", attempt, i)
+		}
+		err := p.ProduceSync(ctxFor(t, 10*time.Second), recs)
+		if err == nil {
+			for _, r := range recs {
+				acked[string(r.Value)] = true
+			}
+		}
+		return err
+	}
+	return send, acked
+}
+
+// checkAttempts consumes topic until every acknowledged attempt's record
+// is there, and fails the test for one that is not, or for a record that
+// no attempt sent (the old topic's, or the wiped cluster's). It returns
+// what it read.
+func checkAttempts(t *testing.T, brokers []string, topic string, acked map[string]bool) []testkit.Record {
+	t.Helper()
 	got := testkit.Consume(t, brokers, topic, 30*time.Second, func(rs []testkit.Record) bool {
 		seen := 0
 		for _, r := range rs {
@@ -110,16 +126,16 @@ func TestTopicRecreated(t *testing.T) {
 	seen := map[string]bool{}
 	for _, r := range got {
 		if !strings.HasPrefix(string(r.Value), "attempt") {
-			t.Errorf("record %q of the old topic is in the new one", r.Value)
+			t.Errorf("record %q from before is in the new topic", r.Value)
 		}
 		seen[string(r.Value)] = true
 	}
 	for v := range acked {
 		if !seen[v] {
-			t.Errorf("acknowledged record %q is not in the recreated topic", v)
+			t.Errorf("acknowledged record %q is not in the new topic", v)
 		}
 	}
-	t.Logf("%d records in the new topic, %d of them acknowledged", len(got), len(acked))
+	return got
 }
 
 // TestBrokerWiped: a broker wiped and re-formatted at the same address (a
@@ -147,22 +163,7 @@ func TestBrokerWiped(t *testing.T) {
 	k.Wipe()
 	start := time.Now()
 	var last error
-	acked := map[string]bool{}
-	attempt := 0
-	send := func() error {
-		attempt++
-		recs := records(topic, 5)
-		for i := range recs {
-			recs[i].Value = fmt.Appendf(nil, "attempt%d-v%d", attempt, i)
-		}
-		err := p.ProduceSync(ctxFor(t, 10*time.Second), recs)
-		if err == nil {
-			for _, r := range recs {
-				acked[string(r.Value)] = true
-			}
-		}
-		return err
-	}
+	send, acked := attempts(t, p, topic)
 	for {
 		err := send()
 		if err == nil {
@@ -184,25 +185,5 @@ func TestBrokerWiped(t *testing.T) {
 	// Every acknowledged record is in the new cluster. A failed attempt
 	// may have landed too (at-least-once: 14 records for 10 acknowledged
 	// in one CI run), and none of the old cluster's can be there.
-	got := testkit.Consume(t, k.Brokers, topic, 30*time.Second, func(rs []testkit.Record) bool {
-		seen := 0
-		for _, r := range rs {
-			if acked[string(r.Value)] {
-				seen++
-			}
-		}
-		return seen >= len(acked)
-	})
-	seen := map[string]bool{}
-	for _, r := range got {
-		if !strings.HasPrefix(string(r.Value), "attempt") {
-			t.Errorf("record %q of the wiped cluster is in the new one", r.Value)
-		}
-		seen[string(r.Value)] = true
-	}
-	for v := range acked {
-		if !seen[v] {
-			t.Errorf("acknowledged record %q is not in the new cluster", v)
-		}
-	}
+	checkAttempts(t, k.Brokers, topic, acked)
 }

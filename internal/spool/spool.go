@@ -609,7 +609,7 @@ func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
 		s.mu.Unlock()
 		req.free()
 		return err
-	case s.bytes+s.deleting+s.reserved+n > s.cfg.MaxBytes:
+	case s.held()+n > s.cfg.MaxBytes:
 		s.mu.Unlock()
 		req.free()
 		if !s.recount() {
@@ -843,9 +843,9 @@ const maxSyncPause = time.Millisecond
 // under a steady load. Measured (BENCHMARKS.md, 2026-12-05): at 5,000
 // requests/s, 1,584 fsyncs a second, half of them for one or two requests,
 // held the P about 70% of the time; at 2,000 requests/s the pause cut the
-// p99 from 8.8-9.2 ms to 2.6-4.3 ms. With more Ps, other Ps read requests during an fsync, and
-// there is no pause. A request alone, after a quiet spell, waits for
-// nothing.
+// p99 from 8.8-9.2 ms to 2.6-4.3 ms. With more Ps, other Ps read requests
+// during an fsync, and there is no pause. A request alone, after a quiet
+// spell, waits for nothing.
 func syncPause(procs int, took, since time.Duration) time.Duration {
 	if procs > 1 {
 		return 0
@@ -1092,6 +1092,10 @@ func (s *Spool) deleteInSteps(d deletion) {
 	s.freed(counted)
 }
 
+// held is what counts against MaxBytes: the segments, those being
+// deleted, and the appends accepted but not yet written. s.mu must be held.
+func (s *Spool) held() int64 { return s.bytes + s.deleting + s.reserved }
+
 // freed stops counting n bytes of a segment being deleted.
 func (s *Spool) freed(n int64) {
 	s.mu.Lock()
@@ -1104,7 +1108,7 @@ func (s *Spool) freed(n int64) {
 // it does not wait: the deletion goes on at once, as the room is needed.
 func (s *Spool) pause() bool {
 	s.mu.Lock()
-	tight := s.bytes+s.deleting+s.reserved > s.cfg.MaxBytes-s.cfg.SegmentBytes
+	tight := s.held() > s.cfg.MaxBytes-s.cfg.SegmentBytes
 	s.mu.Unlock()
 	if tight {
 		select {

@@ -361,14 +361,20 @@ func TestFullAnswersErrFullUntilDrained(t *testing.T) {
 	}
 	// The delivered segments count until the deleter has removed them
 	// (TestSegmentsBeingDeletedCountTowardsTheLimit); then there is room.
+	if err := appendOnceRoom(s, rec("again")); err != nil {
+		t.Fatalf("after draining: %v (stats %+v)", err, s.Stats())
+	}
+}
+
+// appendOnceRoom appends r, trying again while the spool is full, for up
+// to 10 s (the deleter freeing delivered segments); it returns the last
+// error.
+func appendOnceRoom(s *Spool, r event.Record) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := s.Append(context.Background(), []event.Record{rec("again")})
-		if err == nil {
-			break
-		}
+		err := s.Append(context.Background(), []event.Record{r})
 		if !errors.Is(err, ErrFull) || time.Now().After(deadline) {
-			t.Fatalf("after draining: %v (stats %+v)", err, s.Stats())
+			return err
 		}
 		time.Sleep(time.Millisecond)
 	}
