@@ -214,8 +214,8 @@ func groupOf(k jsontext.Kind, raw []byte) (string, bool, *Invalid) {
 		v, _ := jsontext.AppendUnquote(nil, raw)
 		g = string(v)
 	}
-	if n := utf8.RuneCountInString(g); n > MaxNameChars {
-		return "", false, invalid(ReasonBadField, "\"context.group\" is %d characters; the limit is %d", n, MaxNameChars)
+	if e := checkNameChars("context.group", utf8.RuneCountInString(g)); e != nil {
+		return "", false, e
 	}
 	return g, g != "", nil
 }

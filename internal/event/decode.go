@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/uuid"
@@ -337,6 +338,28 @@ const (
 	MaxUserBytes = 256 // uid, anon_id
 	MaxUABytes   = 512 // user agent kept; longer ones are cut
 )
+
+// CheckName applies the rule on an event's name ("event") or group
+// ("context.group") to s, as decoded, and says which field broke it: valid
+// UTF-8 of at most MaxNameChars characters. (Whether it may be empty is the
+// caller's rule.) Every front end that takes names applies this one.
+func CheckName(field, s string) error {
+	if !utf8.ValidString(s) {
+		return invalid(ReasonBadField, "%q is not valid UTF-8", field)
+	}
+	if e := checkNameChars(field, utf8.RuneCountInString(s)); e != nil {
+		return e
+	}
+	return nil
+}
+
+// checkNameChars is CheckName's limit on a name of n characters.
+func checkNameChars(field string, n int) *Invalid {
+	if n > MaxNameChars {
+		return invalid(ReasonBadField, "%q is %d characters; the limit is %d", field, n, MaxNameChars)
+	}
+	return nil
+}
 
 // Parse validates the raw bytes of one event as the client sent them and
 // returns the event, not yet enriched. It never panics on any input.

@@ -1,6 +1,27 @@
 package event
 
-import "unicode/utf8"
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
+// MaxQuoteBytes is the most of a client's input that an error message
+// quotes.
+const MaxQuoteBytes = 128
+
+// Quote returns s quoted as %q quotes it, cut to its first MaxQuoteBytes
+// bytes (at a character's start) followed by its length when longer: an
+// error names what it refuses without echoing all of it back.
+func Quote(s string) string {
+	if len(s) <= MaxQuoteBytes {
+		return strconv.Quote(s)
+	}
+	cut := MaxQuoteBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "... (" + strconv.Itoa(len(s)) + " bytes)"
+}
 
 // AppendJSONString appends s quoted as encoding/json quotes strings with
 // HTML escaping off: \b \f \n \r \t and \" \\ as such, other control bytes

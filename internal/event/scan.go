@@ -331,8 +331,8 @@ func check(vals *[fContext + 1]seen, now time.Time) *Invalid {
 	if ev.kind != '"' || len(ev.raw) == 2 {
 		return invalid(ReasonMissingEvent, "\"event\" is required: a non-empty string naming the event")
 	}
-	if n := stringChars(ev.raw); n > MaxNameChars {
-		return invalid(ReasonBadField, "\"event\" is %d characters; the limit is %d", n, MaxNameChars)
+	if e := checkNameChars("event", stringChars(ev.raw)); e != nil {
+		return e
 	}
 	if id := vals[fID]; id.kind == '"' {
 		if n := stringBytes(id.raw); n == 0 || n > MaxIDBytes {
