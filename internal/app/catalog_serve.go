@@ -17,6 +17,8 @@ import (
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/catalog"
 	"github.com/inlet-dev/inlet/internal/catalogrpc"
+	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/internal/membudget"
 )
 
 // CatalogServeConfig is the configuration of `inlet catalog serve`: the
@@ -33,6 +35,9 @@ type CatalogServeConfig struct {
 	// /metrics; "" for none.
 	MetricsListen   string
 	ShutdownTimeout time.Duration
+	// MaxInflightBytes (--max-inflight-bytes) is the in-flight byte budget
+	// the gRPC and Thrift requests draw from before they are read.
+	MaxInflightBytes int64
 }
 
 // ParseCatalogServe parses `inlet catalog serve` arguments and environment.
@@ -41,8 +46,9 @@ func ParseCatalogServe(args []string, env Env) (CatalogServeConfig, *logConfig, 
 		Catalog:         catalog.DefaultConfig(),
 		Auth:            auth.DefaultConfig(),
 		RPC:             catalogrpc.DefaultConfig(),
-		DataDir:         ".inlet",
-		ShutdownTimeout: 10 * time.Second,
+		DataDir:          ".inlet",
+		ShutdownTimeout:  10 * time.Second,
+		MaxInflightBytes: catalogrpc.DefaultBudgetBytes,
 	}
 	fs := newFlags("catalog serve", env)
 	// --catalog and --auth turn the catalog and credentials on for HTTP
@@ -53,6 +59,7 @@ func ParseCatalogServe(args []string, env Env) (CatalogServeConfig, *logConfig, 
 	fs.StringVar(&cfg.RedisAddr, "redis", cfg.RedisAddr, "Redis `host:port` of the shared catalog (several instances on one Redis assign each event type one code)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the embedded catalog (<data-dir>/catalog.db), used when there is no --redis")
 	fs.StringVar(&cfg.MetricsListen, "metrics-listen", cfg.MetricsListen, "serve Prometheus metrics at http://ADDR/metrics; off unless given")
+	cliflag.Bytes(fs, &cfg.MaxInflightBytes, "max-inflight-bytes", "in-flight byte budget the gRPC and Thrift requests draw from before they are read; they hold at most a quarter of it together, half of that on connections not yet authenticated (KiB, MiB, GiB)")
 	fs.DurationVar(&cfg.ShutdownTimeout, "shutdown-timeout", cfg.ShutdownTimeout, "on SIGTERM/SIGINT, time for calls in flight to finish before they are cut")
 	lc := &logConfig{}
 	lc.register(fs)
@@ -116,6 +123,7 @@ func CatalogServe(ctx context.Context, cfg CatalogServeConfig, log *slog.Logger,
 		return fmt.Errorf("catalog serve: %w", err)
 	}
 	defer cat.Close()
+	cfg.RPC.Budget = membudget.NewShared(cfg.MaxInflightBytes, cfg.MaxInflightBytes/membudget.ConnShareDivisor)
 	srv, err := catalogrpc.New(cat, au, cfg.RPC, log, reg)
 	if err != nil {
 		return fmt.Errorf("catalog serve: %w", err)

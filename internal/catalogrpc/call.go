@@ -12,6 +12,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/event"
 )
 
 // callError is why a call failed, with the gRPC code both front ends report
@@ -43,14 +44,18 @@ func codeOf(err error) codes.Code {
 // token.
 type creds struct{ id, token string }
 
-// authenticate checks c.
-func (s *Server) authenticate(c creds) (auth.Principal, error) {
+// authenticate checks c; once credentials pass, the connection the call
+// came on is an authenticated one (see conn).
+func (s *Server) authenticate(ctx context.Context, c creds) (auth.Principal, error) {
 	if c.token == "" {
 		return auth.Principal{}, authFailure(auth.ErrMissing, c.id)
 	}
 	p, err := s.au.Authenticate(c.id, c.token)
 	if err != nil {
 		return p, authFailure(err, c.id)
+	}
+	if cn := connOf(ctx); cn != nil {
+		cn.authenticated()
 	}
 	return p, nil
 }
@@ -64,7 +69,7 @@ func (s *Server) authorize(p auth.Principal, group string, write bool) error {
 	}
 	if retry, err := s.au.Allow(p, 1); err != nil {
 		if errors.Is(err, auth.ErrRateLimited) {
-			return failf(codes.ResourceExhausted, "rate limited: client %q is over its rate; retry after %v", id, retry.Round(time.Millisecond))
+			return failf(codes.ResourceExhausted, "rate limited: client %s is over its rate; retry after %v", event.Quote(id), retry.Round(time.Millisecond))
 		}
 		if ce := authFailure(err, id); ce.code == codes.Unauthenticated {
 			return ce // e.g. the client was removed from the file since
@@ -73,12 +78,12 @@ func (s *Server) authorize(p auth.Principal, group string, write bool) error {
 		return failf(codes.Internal, "internal: admitting the call failed")
 	}
 	if write && (p.Client == nil || !p.Client.Admin) {
-		return failf(codes.PermissionDenied, "permission denied: client %q is not an admin; Upsert and Block need one", id)
+		return failf(codes.PermissionDenied, "permission denied: client %s is not an admin; Upsert and Block need one", event.Quote(id))
 	}
 	if group != "" {
 		if err := s.au.AllowGroup(p, group); err != nil {
 			if errors.Is(err, auth.ErrForbidden) {
-				return failf(codes.PermissionDenied, "permission denied: client %q may not use group %q", id, group)
+				return failf(codes.PermissionDenied, "permission denied: client %s may not use group %s", event.Quote(id), event.Quote(group))
 			}
 			s.log.Error("catalog RPC: checking a group failed", "client", id, "group", group, "err", err)
 			return failf(codes.Internal, "internal: checking the group failed")
@@ -87,25 +92,22 @@ func (s *Server) authorize(p auth.Principal, group string, write bool) error {
 	return nil
 }
 
-// authFailure says why credentials were refused, naming the client but
-// never the secret or token.
+// authFailure says why credentials were refused, never quoting the secret
+// or token, nor saying whether a client id exists: an unknown client and a
+// wrong secret get one answer.
 func authFailure(err error, id string) *callError {
 	var msg string
 	switch {
 	case errors.Is(err, auth.ErrMissing):
 		msg = "no credentials: give the client id and its secret or a session token"
-	case errors.Is(err, auth.ErrUnknownClient) && id == "":
+	case errors.Is(err, auth.ErrUnknownClient), errors.Is(err, auth.ErrBadSecret):
 		msg = "no client has these credentials"
-	case errors.Is(err, auth.ErrUnknownClient):
-		msg = fmt.Sprintf("unknown client %q", id)
-	case errors.Is(err, auth.ErrBadSecret):
-		msg = fmt.Sprintf("wrong secret for client %q", id)
 	case errors.Is(err, auth.ErrExpired):
 		msg = "session token expired; present the client's secret for a new one"
 	case errors.Is(err, auth.ErrTampered):
 		msg = "session token invalid: not one this server signed"
 	case errors.Is(err, auth.ErrWrongClient):
-		msg = fmt.Sprintf("session token of another client than %q", id)
+		msg = fmt.Sprintf("session token of another client than %s", event.Quote(id))
 	default:
 		return failf(codes.Internal, "internal: checking the credentials failed")
 	}
@@ -116,11 +118,11 @@ func authFailure(err error, id string) *callError {
 func catalogFailure(ctx context.Context, err error, k catalog.Key) *callError {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return failf(codes.DeadlineExceeded, "deadline exceeded: the catalog did not answer in time for %s/%s", k.Group, k.Name)
+		return failf(codes.DeadlineExceeded, "deadline exceeded: the catalog did not answer in time for %s/%s", event.Quote(k.Group), event.Quote(k.Name))
 	case errors.Is(ctx.Err(), context.Canceled):
 		return failf(codes.Canceled, "canceled")
 	case errors.Is(err, catalog.ErrNotFound):
-		return failf(codes.NotFound, "not found: the catalog has no event type %q in group %q", k.Name, k.Group)
+		return failf(codes.NotFound, "not found: the catalog has no event type %s in group %s", event.Quote(k.Name), event.Quote(k.Group))
 	case errors.Is(err, catalog.ErrInvalid):
 		return failf(codes.InvalidArgument, "invalid argument: %v", err)
 	case errors.Is(err, catalog.ErrUnavailable):
@@ -146,7 +148,7 @@ type cachedCatalog interface {
 // first sight in catalog mode open. An empty group is the client's default
 // group, else the catalog's.
 func (s *Server) dataType(ctx context.Context, c creds, group, name string) (catalog.Entry, auth.Principal, error) {
-	p, err := s.authenticate(c)
+	p, err := s.authenticate(ctx, c)
 	if err != nil {
 		return catalog.Entry{}, p, err
 	}
@@ -164,6 +166,9 @@ func (s *Server) dataType(ctx context.Context, c creds, group, name string) (cat
 	k := catalog.Key{Group: group, Name: name}
 	if name == "" {
 		return catalog.Entry{}, p, failf(codes.InvalidArgument, "invalid argument: the event name is empty")
+	}
+	if err := checkNames(k); err != nil {
+		return catalog.Entry{}, p, err
 	}
 	if cc, ok := s.cat.(cachedCatalog); ok {
 		if e, hit := cc.Cached(k); hit {
@@ -183,7 +188,7 @@ func (s *Server) dataType(ctx context.Context, c creds, group, name string) (cat
 func (s *Server) get(ctx context.Context, c creds, k catalog.Key) (catalog.Entry, auth.Principal, error) {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	p, err := s.authenticate(c)
+	p, err := s.authenticate(ctx, c)
 	if err != nil {
 		return catalog.Entry{}, p, err
 	}
@@ -203,6 +208,18 @@ func (s *Server) get(ctx context.Context, c creds, k catalog.Key) (catalog.Entry
 func checkKey(k catalog.Key) error {
 	if k.Group == "" || k.Name == "" {
 		return failf(codes.InvalidArgument, "invalid argument: give both the group and the name")
+	}
+	return checkNames(k)
+}
+
+// checkNames applies ingest's rule on names (event.CheckName) to k's group
+// and name: the catalog's RPC takes no key that no event could have.
+func checkNames(k catalog.Key) error {
+	if err := event.CheckName("group", k.Group); err != nil {
+		return failf(codes.InvalidArgument, "invalid argument: %v", err)
+	}
+	if err := event.CheckName("name", k.Name); err != nil {
+		return failf(codes.InvalidArgument, "invalid argument: %v", err)
 	}
 	return nil
 }
@@ -242,7 +259,7 @@ func decodePageToken(s, query string) (catalog.Key, error) {
 		return catalog.Key{}, failf(codes.InvalidArgument, "invalid argument: the page token is not one this server gave; start again with an empty one")
 	}
 	if t.Query != query {
-		return catalog.Key{}, failf(codes.InvalidArgument, "invalid argument: the page token is of a List of group %q, not %q", t.Query, query)
+		return catalog.Key{}, failf(codes.InvalidArgument, "invalid argument: the page token is of a List of group %s, not %s", event.Quote(t.Query), event.Quote(query))
 	}
 	return catalog.Key{Group: t.Group, Name: t.Name}, nil
 }
@@ -253,12 +270,15 @@ func decodePageToken(s, query string) (catalog.Key, error) {
 func (s *Server) list(ctx context.Context, c creds, group string, pageSize int32, token string) ([]catalog.Entry, string, auth.Principal, error) {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	p, err := s.authenticate(c)
+	p, err := s.authenticate(ctx, c)
 	if err != nil {
 		return nil, "", p, err
 	}
 	if err := s.authorize(p, group, false); err != nil {
 		return nil, "", p, err
+	}
+	if err := event.CheckName("group", group); err != nil {
+		return nil, "", p, failf(codes.InvalidArgument, "invalid argument: %v", err)
 	}
 	size := int(pageSize)
 	switch {
@@ -318,7 +338,7 @@ type upsert struct {
 func (s *Server) upsert(ctx context.Context, c creds, u upsert) (catalog.Entry, auth.Principal, error) {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	p, err := s.authenticate(c)
+	p, err := s.authenticate(ctx, c)
 	if err != nil {
 		return catalog.Entry{}, p, err
 	}
@@ -358,7 +378,7 @@ func (s *Server) upsert(ctx context.Context, c creds, u upsert) (catalog.Entry, 
 func (s *Server) block(ctx context.Context, c creds, k catalog.Key) (catalog.Entry, auth.Principal, error) {
 	ctx, cancel := s.callCtx(ctx)
 	defer cancel()
-	p, err := s.authenticate(c)
+	p, err := s.authenticate(ctx, c)
 	if err != nil {
 		return catalog.Entry{}, p, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/internal/membudget"
 )
 
 // Thrift transports (--thrift-transport).
@@ -26,7 +27,9 @@ type Config struct {
 	// is always binary.
 	ThriftTransport string
 	// MaxMessageBytes is the largest request either front end reads: gRPC's
-	// receive limit, Thrift's frame and message size limit.
+	// receive limit, Thrift's frame and message size limit. The catalog's
+	// requests are small (a lookup is a few hundred bytes): the default is
+	// 64 KiB.
 	MaxMessageBytes int
 	// MaxConns is the most connections each front end keeps open; one over
 	// it is closed at once.
@@ -43,18 +46,31 @@ type Config struct {
 	// GRPCKeepaliveMinTime: a client that pings more often than this is
 	// disconnected (keepalive enforcement).
 	GRPCKeepaliveMinTime time.Duration
+	// AuthTimeout closes a connection on which no call has presented valid
+	// credentials this long after it was accepted.
+	AuthTimeout time.Duration
+	// Budget is the in-flight byte budget the front ends' requests draw
+	// from before they are read, together holding at most its per-connection
+	// share (membudget.NewShared); the gateway passes the one its HTTP
+	// bodies draw from. Nil: a budget of DefaultBudgetBytes of the server's
+	// own.
+	Budget *membudget.Budget
 }
+
+// DefaultBudgetBytes is the size of the budget of a server given none.
+const DefaultBudgetBytes = 64 << 20
 
 // DefaultConfig returns the defaults the flags have.
 func DefaultConfig() Config {
 	return Config{
 		ThriftTransport:      TransportFramed,
-		MaxMessageBytes:      4 << 20,
-		MaxConns:             1024,
+		MaxMessageBytes:      64 << 10,
+		MaxConns:             512,
 		CallTimeout:          10 * time.Second,
 		IdleTimeout:          5 * time.Minute,
-		GRPCMaxStreams:       256,
+		GRPCMaxStreams:       100,
 		GRPCKeepaliveMinTime: 10 * time.Second,
+		AuthTimeout:          10 * time.Second,
 	}
 }
 
@@ -70,6 +86,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.IdleTimeout, "catalog-rpc-idle-timeout", c.IdleTimeout, "close a gRPC or Thrift connection that has had no call for this long")
 	fs.IntVar(&c.GRPCMaxStreams, "grpc-max-streams", c.GRPCMaxStreams, "most concurrent calls on one gRPC connection")
 	fs.DurationVar(&c.GRPCKeepaliveMinTime, "grpc-keepalive-min-time", c.GRPCKeepaliveMinTime, "disconnect gRPC clients that send keepalive pings more often than this")
+	fs.DurationVar(&c.AuthTimeout, "catalog-rpc-auth-timeout", c.AuthTimeout, "close a gRPC or Thrift connection on which no call has presented valid credentials this long after it opened")
 }
 
 // Enabled reports whether either front end is configured.
@@ -96,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GRPCMaxStreams < 1 {
 		return fmt.Errorf("--grpc-max-streams %d: want at least 1", c.GRPCMaxStreams)
+	}
+	if c.AuthTimeout <= 0 {
+		return errors.New("--catalog-rpc-auth-timeout: want a positive duration")
 	}
 	if c.GRPCKeepaliveMinTime <= 0 {
 		return errors.New("--grpc-keepalive-min-time: want a positive duration")

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/inlet-dev/inlet/api/gen/pb/catalogv1"
 	"github.com/inlet-dev/inlet/api/gen/pb/inf"
@@ -49,10 +50,16 @@ func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
 		// A connection's write buffer is taken from a pool for each write
 		// rather than kept: idle connections hold none.
 		grpc.SharedWriteBuffer(true),
-		// Fixed flow-control windows (far above any lookup) turn off the
-		// bandwidth-delay estimator's pings.
-		grpc.InitialWindowSize(1<<20),
-		grpc.InitialConnWindowSize(1<<20),
+		// Fixed flow-control windows, the least HTTP/2 allows, turn off
+		// the bandwidth-delay estimator, which would widen a stream's
+		// window to any size a peer declares; what one call can make the
+		// server buffer is then bounded (streamBytes).
+		grpc.InitialWindowSize(grpcWindow),
+		grpc.InitialConnWindowSize(grpcWindow),
+		// Credentials are in the messages: headers need little room.
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		grpc.Creds(connCreds{}),
+		grpc.InTapHandle(s.grpcTap),
 	)
 	inf.RegisterDataServer(gs, grpcData{s: s})
 	catalogv1.RegisterCatalogServer(gs, grpcCatalog{s: s})
@@ -63,6 +70,51 @@ func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
 	healthpb.RegisterHealthServer(gs, hs)
 	reflection.Register(gs)
 	return gs, hs
+}
+
+// gRPC's fixed flow-control window and header limit.
+const (
+	grpcWindow         = 64 << 10
+	maxHeaderListBytes = 16 << 10
+)
+
+// preAuthStreams is the most gRPC calls a connection may have open at once
+// until one of its calls has presented valid credentials.
+const preAuthStreams = 4
+
+// streamBytes is the most one gRPC call can make the server buffer: its
+// stream's window, and a message of MaxMessageBytes with its 5-byte prefix
+// (grpc-go widens the window to let a message it reads arrive whole).
+func (s *Server) streamBytes() int64 {
+	return int64(grpcWindow + s.cfg.MaxMessageBytes + 5)
+}
+
+// grpcTap admits a new gRPC call before any of its message is read: a
+// connection not yet authenticated may have preAuthStreams calls open, and
+// each call takes streamBytes from the budget until it ends. A call refused
+// here is answered RESOURCE_EXHAUSTED at once.
+func (s *Server) grpcTap(ctx context.Context, _ *tap.Info) (context.Context, error) {
+	c := connOf(ctx)
+	if c == nil {
+		return ctx, nil
+	}
+	if n := c.streams.Add(1); n > preAuthStreams && !c.authed.Load() {
+		c.streams.Add(-1)
+		s.m.refused.WithLabelValues("grpc", "streams").Inc()
+		return nil, status.Errorf(codes.ResourceExhausted, "resource exhausted: a connection may have %d calls at once until one of them has presented valid credentials", preAuthStreams)
+	}
+	ch, err := s.take(c, s.streamBytes())
+	if err != nil {
+		c.streams.Add(-1)
+		s.m.refused.WithLabelValues("grpc", "budget").Inc()
+		return nil, status.Error(codes.ResourceExhausted, "resource exhausted: the server is holding all the requests it may; retry")
+	}
+	// The stream's context ends whichever way the stream does.
+	context.AfterFunc(ctx, func() {
+		c.streams.Add(-1)
+		s.release(ch)
+	})
+	return ctx, nil
 }
 
 // grpcInterceptor turns call errors into statuses and counts calls by

@@ -183,8 +183,8 @@ func TestPythonInterop(t *testing.T) {
 		t.Errorf("two event types got one code %d", g.First)
 	}
 	for _, r := range []interopResult{g, th} {
-		if !strings.Contains(r.Bad["wrong_secret"], `wrong secret for client "py"`) {
-			t.Errorf("wrong secret answered %q", r.Bad["wrong_secret"])
+		if w, u := r.Bad["wrong_secret"], r.Bad["unknown_client"]; w != u || !strings.Contains(w, "no client has these credentials") {
+			t.Errorf("wrong secret answered %q, unknown client %q: want one answer", w, u)
 		}
 	}
 	t.Logf("gRPC %+v\nThrift %+v", g, th)

@@ -16,6 +16,8 @@ type metrics struct {
 	duration *prometheus.HistogramVec // proto, method
 	conns    *prometheus.GaugeVec     // proto
 	rejected *prometheus.CounterVec   // proto
+	unauthed *prometheus.CounterVec   // proto
+	refused  *prometheus.CounterVec   // proto, reason
 
 	// methods are the children of each (proto, method) seen, resolved once
 	// rather than by label values on every call.
@@ -57,10 +59,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "inlet_catalog_rpc_connections_rejected_total",
 			Help: "Connections closed at once because the front end had --catalog-rpc-max-conns open.",
 		}, []string{"proto"}),
+		unauthed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inlet_catalog_rpc_connections_unauthenticated_total",
+			Help: "Connections closed because no call on them presented valid credentials within --catalog-rpc-auth-timeout.",
+		}, []string{"proto"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inlet_catalog_rpc_refused_total",
+			Help: "Catalog RPC requests refused before they were read, by front end and reason: budget (the in-flight byte budget or its share held by others), streams (a connection not yet authenticated already had its calls open), size (over --catalog-rpc-max-message-bytes).",
+		}, []string{"proto", "reason"}),
 		methods: map[methodKey]*methodMetrics{},
 	}
 	if reg != nil {
-		reg.MustRegister(m.calls, m.duration, m.conns, m.rejected)
+		reg.MustRegister(m.calls, m.duration, m.conns, m.rejected, m.unauthed, m.refused)
 	}
 	return m
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/membudget"
 )
 
 // Catalog is what the front ends need of the catalog (*catalog.Catalog).
@@ -60,6 +62,17 @@ type Server struct {
 	health *health.Server
 	thrift *thriftServer
 
+	// budget is what requests draw from before they are read; share is the
+	// tally of both front ends' requests together, which may hold at most
+	// budget.PerConn(); preAuth counts the part held by requests on
+	// connections that have made no authenticated call, at most
+	// preAuthMax (half the share), so that strangers cannot take what
+	// clients that have presented credentials need.
+	budget     *membudget.Budget
+	share      *membudget.Conn
+	preAuth    atomic.Int64
+	preAuthMax int64
+
 	mu       sync.Mutex
 	shutdown bool
 }
@@ -77,7 +90,14 @@ func New(cat Catalog, au Authenticator, cfg Config, log *slog.Logger, reg promet
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cat: cat, au: au, cfg: cfg, log: log, m: newMetrics(reg)}
+	s := &Server{cat: cat, au: au, cfg: cfg, log: log, m: newMetrics(reg), budget: cfg.Budget, share: new(membudget.Conn)}
+	if s.budget == nil {
+		s.budget = membudget.NewShared(DefaultBudgetBytes, DefaultBudgetBytes/membudget.ConnShareDivisor)
+	}
+	s.preAuthMax = s.budget.PerConn() / 2
+	if s.preAuthMax < s.streamBytes() {
+		return nil, fmt.Errorf("catalogrpc: the catalog's RPC may hold %d bytes of the in-flight budget before authentication (an eighth of --max-inflight-bytes), less than one call of --catalog-rpc-max-message-bytes %d needs (%d): raise the one or lower the other", s.preAuthMax, cfg.MaxMessageBytes, s.streamBytes())
+	}
 	s.grpc, s.health = s.newGRPC()
 	s.thrift = s.newThrift()
 	return s, nil
@@ -89,7 +109,7 @@ func (s *Server) ServeGRPC(l net.Listener) error {
 		l.Close()
 		return nil
 	}
-	err := s.grpc.Serve(newLimitListener(l, s.cfg.MaxConns, s.m.conns.WithLabelValues("grpc"), s.m.rejected.WithLabelValues("grpc")))
+	err := s.grpc.Serve(s.limitListener(l, "grpc"))
 	if errors.Is(err, grpc.ErrServerStopped) || s.isShutdown() {
 		return nil
 	}
@@ -137,6 +157,50 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return fmt.Errorf("catalog RPC servers: calls in flight were cut at the shutdown timeout: %w", errors.Join(grpcErr, thriftErr))
 	}
 	return nil
+}
+
+func (s *Server) limitListener(l net.Listener, proto string) *limitListener {
+	return newLimitListener(l, s.cfg.MaxConns, s.cfg.AuthTimeout, s.m.conns.WithLabelValues(proto),
+		s.m.rejected.WithLabelValues(proto), s.m.unauthed.WithLabelValues(proto))
+}
+
+// errBusy is why a request was refused before it was read: the budget, or
+// its share for connections not yet authenticated, is held by others.
+var errBusy = errors.New("catalogrpc: the in-flight byte budget is held by other requests")
+
+// charge is what one request holds of the budget.
+type charge struct {
+	n   int64
+	pre bool // also counted in preAuth
+}
+
+// take reserves n bytes for a request on c (nil: a connection of no
+// limitListener, taken as authenticated); errBusy when there is no room.
+// It never blocks.
+func (s *Server) take(c *conn, n int64) (charge, error) {
+	pre := c != nil && !c.authed.Load()
+	if pre && s.preAuth.Add(n) > s.preAuthMax {
+		s.preAuth.Add(-n)
+		return charge{}, errBusy
+	}
+	if err := s.budget.TakeConn(s.share, n); err != nil {
+		if pre {
+			s.preAuth.Add(-n)
+		}
+		return charge{}, errBusy
+	}
+	return charge{n: n, pre: pre}, nil
+}
+
+// release gives back what take reserved.
+func (s *Server) release(ch charge) {
+	if ch.n == 0 {
+		return
+	}
+	s.budget.ReleaseConn(s.share, ch.n)
+	if ch.pre {
+		s.preAuth.Add(-ch.n)
+	}
 }
 
 func (s *Server) isShutdown() bool {

@@ -1,6 +1,7 @@
 package catalogrpc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -156,9 +157,11 @@ var badCredentials = []struct {
 }{
 	{"missing", "", "", []string{"unauthenticated", "no credentials"}},
 	{"missing token", "web", "", []string{"unauthenticated", "no credentials"}},
-	{"unknown client", "nobody", secretOf("nobody"), []string{"unauthenticated", `unknown client "nobody"`}},
+	// An unknown client and a wrong secret get one answer: it tells no one
+	// which client ids exist.
+	{"unknown client", "nobody", secretOf("nobody"), []string{"unauthenticated", "no client has these credentials"}},
 	{"unknown secret", "", "not-a-secret", []string{"unauthenticated", "no client has these credentials"}},
-	{"wrong secret", "web", secretOf("shop"), []string{"unauthenticated", `wrong secret for client "web"`}},
+	{"wrong secret", "web", secretOf("shop"), []string{"unauthenticated", "no client has these credentials"}},
 	{"expired token", "web", "sess-expired.web", []string{"unauthenticated", "session token expired"}},
 	{"tampered token", "web", "sess.web", []string{"unauthenticated", "session token invalid"}},
 	{"token of another client", "web", "sess.shop.1", []string{"unauthenticated", `another client than "web"`}},
@@ -613,7 +616,8 @@ func TestThriftLimits(t *testing.T) {
 	if _, err := td1.DataType(ctx, thriftRq("web", secretOf("web"), "shop", "a")); err != nil {
 		t.Fatal(err)
 	}
-	// A frame over the limit: the connection is closed.
+	// A frame over the limit: refused before it is read, with a short
+	// answer saying why, and the connection closed.
 	big, err := net.Dial("tcp", ts.thriftAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -621,8 +625,8 @@ func TestThriftLimits(t *testing.T) {
 	defer big.Close()
 	big.Write([]byte{0, 0, 0x10, 0}) // 4096 bytes
 	big.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := big.Read(make([]byte, 1)); err != io.EOF {
-		t.Errorf("a frame over --catalog-rpc-max-message-bytes: read %v, want EOF", err)
+	if answer, err := io.ReadAll(big); err != nil || !bytes.Contains(answer, []byte("a frame of 4096 bytes; the limit is 2048")) {
+		t.Errorf("a frame over --catalog-rpc-max-message-bytes: read %q, %v; want the reason, then EOF", answer, err)
 	}
 	testkit.WaitFor(t, 5*time.Second, "the big frame's connection gone", func() bool {
 		return testutil.ToFloat64(ts.m.conns.WithLabelValues("thrift")) == 1

@@ -2,7 +2,9 @@ package catalogrpc
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -27,9 +29,10 @@ import (
 // timeout nor connection limit.
 type thriftServer struct {
 	s      *Server
-	proc   thrift.TProcessor
-	conf   *thrift.TConfiguration
-	framed bool
+	proc       thrift.TProcessor
+	conf       *thrift.TConfiguration
+	upsertConf *thrift.TConfiguration
+	framed     bool
 	// dataTypeMetrics are the metrics of inf.Data DataType, the hot call.
 	dataTypeMetrics *methodMetrics
 
@@ -47,7 +50,7 @@ type thriftServer struct {
 
 // thriftConn is one client connection.
 type thriftConn struct {
-	nc   net.Conn
+	nc   *conn
 	busy bool // a call is being read, handled or answered; guarded by thriftServer.mu
 	// idle is set by the connection's goroutine before it waits for the
 	// next call; the transport's first Read that returns bytes then marks
@@ -55,15 +58,42 @@ type thriftConn struct {
 	idle atomic.Bool
 }
 
+// Thrift's bounds on what one call may make the server hold.
+const (
+	// smallCall is what a call may hold within its connection's own
+	// buffers, bounded by --catalog-rpc-max-conns rather than the budget: a
+	// frame up to this size (a lookup is a few hundred bytes) takes nothing
+	// from the budget, so that clients are answered while others hold it.
+	smallCall = 4 << 10
+	// maxStringBytes is the longest string field of a call, but Upsert's
+	// (whose schema may be up to the message size): a name is at most
+	// event.MaxNameChars characters; client ids, tokens and page tokens are
+	// shorter than this.
+	maxStringBytes = 4 << 10
+	// maxMethodBytes is the longest method name ("inlet.catalog.v1.Catalog:Upsert"
+	// is 31 bytes).
+	maxMethodBytes = 128
+	// keptWriteBuffer is the most a framed connection's answer buffer keeps
+	// between calls; a larger one (a long List) is dropped once sent.
+	keptWriteBuffer = 16 << 10
+)
+
 func (s *Server) newThrift() *thriftServer {
 	ts := &thriftServer{
 		s:         s,
 		framed:    s.cfg.ThriftTransport != TransportBuffered,
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*thriftConn]struct{}{},
+		// The binary protocol checks every string's length against
+		// MaxMessageSize: conf caps them at a name's size, upsertConf at the
+		// message size (Upsert's schema).
 		conf: &thrift.TConfiguration{
+			MaxMessageSize:     maxStringBytes,
+			TBinaryStrictRead:  thrift.BoolPtr(false),
+			TBinaryStrictWrite: thrift.BoolPtr(true),
+		},
+		upsertConf: &thrift.TConfiguration{
 			MaxMessageSize:     int32(s.cfg.MaxMessageBytes),
-			MaxFrameSize:       int32(s.cfg.MaxMessageBytes),
 			TBinaryStrictRead:  thrift.BoolPtr(false),
 			TBinaryStrictWrite: thrift.BoolPtr(true),
 		},
@@ -92,7 +122,7 @@ func (ts *thriftServer) serve(l net.Listener) error {
 	}
 	ts.listeners[l] = struct{}{}
 	ts.mu.Unlock()
-	ll := newLimitListener(l, ts.s.cfg.MaxConns, ts.s.m.conns.WithLabelValues("thrift"), ts.s.m.rejected.WithLabelValues("thrift"))
+	ll := ts.s.limitListener(l, "thrift")
 	var backoff time.Duration
 	for {
 		nc, err := ll.Accept()
@@ -110,7 +140,7 @@ func (ts *thriftServer) serve(l net.Listener) error {
 			return fmt.Errorf("catalog Thrift server on %s: %w", l.Addr(), err)
 		}
 		backoff = 0
-		c := &thriftConn{nc: nc}
+		c := &thriftConn{nc: nc.(*conn)}
 		ts.mu.Lock()
 		if ts.closing {
 			ts.mu.Unlock()
@@ -132,7 +162,10 @@ func (ts *thriftServer) isClosing() bool {
 
 // handle serves one connection's calls, one after another, until the client
 // hangs up, a call fails on the transport, the connection idles for
-// IdleTimeout, or Shutdown.
+// IdleTimeout, or Shutdown. A call refused before it is read (too large, no
+// room in the budget, a method name over maxMethodBytes) is answered with a
+// TApplicationException saying why, and the connection closed: the rest of
+// the call is not read.
 func (ts *thriftServer) handle(c *thriftConn) {
 	defer func() {
 		ts.mu.Lock()
@@ -141,15 +174,13 @@ func (ts *thriftServer) handle(c *thriftConn) {
 		c.nc.Close()
 		ts.wg.Done()
 	}()
-	tr := &connTransport{ts: ts, c: c, w: bufio.NewWriterSize(c.nc, 4096)}
-	var t thrift.TTransport = tr
-	if ts.framed {
-		tr.r = c.nc // TFramedTransport reads through a bufio.Reader of its own
-		t = thrift.NewTFramedTransportConf(tr, ts.conf)
-	} else {
-		tr.r = bufio.NewReaderSize(c.nc, 4096)
+	tr := &connTransport{ts: ts, c: c, framed: ts.framed, r: bufio.NewReaderSize(c.nc, 4096)}
+	if !ts.framed {
+		tr.w = bufio.NewWriterSize(c.nc, 4096)
 	}
-	proto := thrift.NewTBinaryProtocolConf(t, ts.conf)
+	defer tr.endCall()
+	proto := &thriftProto{TBinaryProtocol: thrift.NewTBinaryProtocolConf(tr, ts.conf), ts: ts, tr: tr}
+	ctx := withConn(ts.base, c.nc)
 	for {
 		ts.mu.Lock()
 		if ts.closing {
@@ -162,7 +193,14 @@ func (ts *thriftServer) handle(c *thriftConn) {
 		if err := c.nc.SetDeadline(time.Now().Add(ts.s.cfg.IdleTimeout)); err != nil {
 			return
 		}
-		ok, err := ts.proc.Process(ts.base, proto, proto)
+		ok, err := ts.proc.Process(ctx, proto, proto)
+		tr.endCall()
+		if tr.refused != "" {
+			x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, tr.refused)
+			tr.discardOut()
+			_ = writeMessage(ctx, proto, "", thrift.EXCEPTION, 0, x)
+			return
+		}
 		var ae thrift.TApplicationException
 		if errors.As(err, &ae) && ae.TypeId() == thrift.UNKNOWN_METHOD {
 			continue // answered with the exception; the connection is fine
@@ -228,19 +266,60 @@ func (ts *thriftServer) shutdown(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// connTransport is the thrift.TTransport of one connection.
+// connTransport is the thrift.TTransport of one connection: framed or
+// buffered, it reads a call through the connection's 4 KiB reader, never
+// buffering a frame whole, and bounds what one call may be: a frame's
+// length is checked against MaxMessageBytes and, past smallCall, taken from
+// the budget before any of it is read; a buffered call is counted as it is
+// read, against the same bounds. It is not safe for concurrent use.
 type connTransport struct {
 	ts     *thriftServer
 	c      *thriftConn
-	r      io.Reader
-	w      *bufio.Writer
+	framed bool
+	r      *bufio.Reader
+	w      *bufio.Writer // buffered
+	out    bytes.Buffer  // framed: the answer, after 4 bytes for its length
 	closed atomic.Bool
+
+	left    int64  // framed: bytes of the current frame not yet read
+	read    int64  // bytes of the current call read
+	held    charge // what the current call holds of the budget
+	refused string // why the current call was refused before it was read
 }
 
 func (t *connTransport) Read(p []byte) (int, error) {
+	max := int64(t.ts.s.cfg.MaxMessageBytes)
+	if t.framed {
+		if t.left == 0 {
+			if err := t.nextFrame(max); err != nil {
+				return 0, err
+			}
+		}
+		if int64(len(p)) > t.left {
+			p = p[:t.left]
+		}
+	} else {
+		if t.read >= max {
+			return 0, t.refuse("size", fmt.Sprintf("a call of more than %d bytes; the limit is %d (--catalog-rpc-max-message-bytes)", max, max))
+		}
+		if int64(len(p)) > max-t.read {
+			p = p[:max-t.read]
+		}
+	}
 	n, err := t.r.Read(p)
-	if n > 0 && t.c.idle.Load() {
-		t.ts.begin(t.c)
+	if n > 0 {
+		t.started()
+		if t.framed {
+			t.left -= int64(n)
+		} else {
+			t.read += int64(n)
+			if over := t.read - smallCall - t.held.n; over > 0 {
+				// Charged a page at a time, as it comes.
+				if err := t.take((over + 4095) &^ 4095); err != nil {
+					return 0, err
+				}
+			}
+		}
 	}
 	if err != nil {
 		return n, thrift.NewTTransportExceptionFromError(err)
@@ -248,16 +327,157 @@ func (t *connTransport) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (t *connTransport) Write(p []byte) (int, error) { return t.w.Write(p) }
+// nextFrame reads a frame's length and admits it (see connTransport).
+func (t *connTransport) nextFrame(max int64) error {
+	var hdr [4]byte
+	n, err := io.ReadFull(t.r, hdr[:])
+	if n > 0 {
+		t.started()
+	}
+	if err != nil {
+		return thrift.NewTTransportExceptionFromError(err)
+	}
+	size := int64(int32(binary.BigEndian.Uint32(hdr[:])))
+	if size < 0 || t.read+size > max {
+		return t.refuse("size", fmt.Sprintf("a frame of %d bytes; the limit is %d (--catalog-rpc-max-message-bytes)", size, max))
+	}
+	t.read += size
+	t.left = size
+	if size > smallCall {
+		return t.take(size)
+	}
+	return nil
+}
+
+// take charges n more bytes of the current call to the budget.
+func (t *connTransport) take(n int64) error {
+	ch, err := t.ts.s.take(t.c.nc, n)
+	if err != nil {
+		return t.refuse("budget", "resource exhausted: the server is holding all the requests it may; retry")
+	}
+	t.held.n += ch.n
+	t.held.pre = t.held.pre || ch.pre
+	return nil
+}
+
+// refuse records why the current call is refused before it is read
+// (answered by handle) and returns the error that ends reading it.
+func (t *connTransport) refuse(reason, msg string) error {
+	t.ts.s.m.refused.WithLabelValues("thrift", reason).Inc()
+	t.refused = msg
+	return thrift.NewTTransportException(thrift.UNKNOWN_TRANSPORT_EXCEPTION, msg)
+}
+
+// started marks the connection busy on the first bytes of a call.
+func (t *connTransport) started() {
+	if t.c.idle.Load() {
+		t.ts.begin(t.c)
+	}
+}
+
+// endCall gives back what the call held of the budget.
+func (t *connTransport) endCall() {
+	t.ts.s.release(t.held)
+	t.held = charge{}
+	if t.left == 0 {
+		t.read = 0
+	}
+}
+
+func (t *connTransport) Write(p []byte) (int, error) {
+	if t.framed {
+		if t.out.Len() == 0 {
+			t.out.Write([]byte{0, 0, 0, 0})
+		}
+		return t.out.Write(p)
+	}
+	return t.w.Write(p)
+}
+
+// discardOut drops an answer not yet flushed.
+func (t *connTransport) discardOut() {
+	if t.framed {
+		t.out.Reset()
+	} else {
+		t.w.Reset(t.c.nc)
+	}
+}
 
 func (t *connTransport) Flush(context.Context) error {
-	return thrift.NewTTransportExceptionFromError(t.w.Flush())
+	if !t.framed {
+		return thrift.NewTTransportExceptionFromError(t.w.Flush())
+	}
+	if t.out.Len() == 0 {
+		return nil
+	}
+	b := t.out.Bytes()
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	_, err := t.c.nc.Write(b)
+	if t.out.Cap() > keptWriteBuffer {
+		t.out = bytes.Buffer{}
+	} else {
+		t.out.Reset()
+	}
+	return thrift.NewTTransportExceptionFromError(err)
 }
 
 func (t *connTransport) Open() error            { return nil }
 func (t *connTransport) IsOpen() bool           { return !t.closed.Load() }
 func (t *connTransport) Close() error           { t.closed.Store(true); return t.c.nc.Close() }
 func (t *connTransport) RemainingBytes() uint64 { return ^uint64(0) }
+
+// thriftProto is the binary protocol of one connection, reading message
+// names itself to bound them, and capping string fields at maxStringBytes
+// but in an Upsert.
+type thriftProto struct {
+	*thrift.TBinaryProtocol
+	ts *thriftServer
+	tr *connTransport
+}
+
+// ReadMessageBegin is TBinaryProtocol's, strict or not, but for a name
+// over maxMethodBytes, which is refused before it is read.
+func (p *thriftProto) ReadMessageBegin(ctx context.Context) (name string, typ thrift.TMessageType, seq int32, err error) {
+	p.SetTConfiguration(p.ts.conf)
+	size, err := p.ReadI32(ctx)
+	if err != nil {
+		return "", 0, 0, thrift.NewTProtocolException(err)
+	}
+	n := size
+	strict := size < 0
+	if strict {
+		typ = thrift.TMessageType(size & 0x0ff)
+		if int64(size)&thrift.VERSION_MASK != thrift.VERSION_1 {
+			return "", typ, 0, thrift.NewTProtocolExceptionWithType(thrift.BAD_VERSION, errors.New("bad version in ReadMessageBegin"))
+		}
+		if n, err = p.ReadI32(ctx); err != nil {
+			return "", typ, 0, thrift.NewTProtocolException(err)
+		}
+	}
+	if n < 0 || n > maxMethodBytes {
+		err := p.tr.refuse("size", fmt.Sprintf("a method name of %d bytes; the limit is %d", n, maxMethodBytes))
+		return "", typ, 0, thrift.NewTProtocolExceptionWithType(thrift.SIZE_LIMIT, err)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(p.tr, b); err != nil {
+		return "", typ, 0, thrift.NewTProtocolException(err)
+	}
+	name = string(b)
+	if !strict {
+		t, err := p.ReadByte(ctx)
+		if err != nil {
+			return name, typ, 0, thrift.NewTProtocolException(err)
+		}
+		typ = thrift.TMessageType(t)
+	}
+	if seq, err = p.ReadI32(ctx); err != nil {
+		return name, typ, 0, thrift.NewTProtocolException(err)
+	}
+	if name == CatalogService+thrift.MULTIPLEXED_SEPARATOR+"Upsert" {
+		p.SetTConfiguration(p.ts.upsertConf)
+	}
+	return name, typ, seq, nil
+}
 
 // thriftHandler implements inf.Data and catalogv1.Catalog.
 type thriftHandler struct{ ts *thriftServer }

@@ -92,6 +92,7 @@ func (g *Gateway) startCatalogRPC() error {
 	if !rc.Enabled() {
 		return nil
 	}
+	rc.Budget = g.ingest.Budget() // gRPC and Thrift requests draw from the HTTP bodies' budget
 	srv, err := catalogrpc.New(g.catalog, g.auth, rc, g.log, g.reg)
 	if err != nil {
 		return err

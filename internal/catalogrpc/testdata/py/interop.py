@@ -51,8 +51,8 @@ def run_grpc(addr, client_id, secret, group):
 
     bad = {}
     for case, cid, token, want in [
-        ("wrong_secret", client_id, secret + "x", "wrong secret"),
-        ("unknown_client", "nobody-" + client_id, secret, "unknown client"),
+        ("wrong_secret", client_id, secret + "x", "no client has these credentials"),
+        ("unknown_client", "nobody-" + client_id, secret, "no client has these credentials"),
         ("missing", "", "", "no credentials"),
         ("tampered_token", client_id, first.authRp.token[:-2] + "xx", "session token"),
     ]:
@@ -109,8 +109,8 @@ def run_thrift(addr, client_id, secret, group, transport):
 
     bad = {}
     for case, cid, token, want in [
-        ("wrong_secret", client_id, secret + "x", "wrong secret"),
-        ("unknown_client", "nobody-" + client_id, secret, "unknown client"),
+        ("wrong_secret", client_id, secret + "x", "no client has these credentials"),
+        ("unknown_client", "nobody-" + client_id, secret, "no client has these credentials"),
         ("missing", "", "", "no credentials"),
         ("tampered_token", client_id, first.authrp.token[:-2] + "xx", "session token"),
     ]:
@@ -132,7 +132,7 @@ def run_thrift(addr, client_id, secret, group, transport):
         fail("thrift Catalog.Get with a wrong secret: answered")
     except CatalogError as e:
         check(e.code == 16, "thrift Catalog.Get with a wrong secret: code %d" % e.code)
-        check("wrong secret" in e.message, "thrift Catalog.Get: message %r" % e.message)
+        check("no client has these credentials" in e.message, "thrift Catalog.Get: message %r" % e.message)
     trans.close()
     return {"first": first.codeId, "shared": shared.codeId, "bad": bad}
 
