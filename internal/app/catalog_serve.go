@@ -43,9 +43,9 @@ type CatalogServeConfig struct {
 // ParseCatalogServe parses `inlet catalog serve` arguments and environment.
 func ParseCatalogServe(args []string, env Env) (CatalogServeConfig, *logConfig, error) {
 	cfg := CatalogServeConfig{
-		Catalog:         catalog.DefaultConfig(),
-		Auth:            auth.DefaultConfig(),
-		RPC:             catalogrpc.DefaultConfig(),
+		Catalog:          catalog.DefaultConfig(),
+		Auth:             auth.DefaultConfig(),
+		RPC:              catalogrpc.DefaultConfig(),
 		DataDir:          ".inlet",
 		ShutdownTimeout:  10 * time.Second,
 		MaxInflightBytes: catalogrpc.DefaultBudgetBytes,

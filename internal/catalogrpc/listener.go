@@ -136,6 +136,7 @@ func (connCreds) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "insecure"}
 }
 
-func (connCreds) Clone() credentials.TransportCredentials   { return connCreds{} }
-func (connCreds) OverrideServerName(string) error           { return nil }
+func (connCreds) Clone() credentials.TransportCredentials { return connCreds{} }
+func (connCreds) OverrideServerName(string) error         { return nil }
+
 var _ credentials.TransportCredentials = connCreds{}

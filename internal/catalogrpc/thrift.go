@@ -28,7 +28,7 @@ import (
 // unless the package-global ServerStopTimeout is set, and which has no idle
 // timeout nor connection limit.
 type thriftServer struct {
-	s      *Server
+	s          *Server
 	proc       thrift.TProcessor
 	conf       *thrift.TConfiguration
 	upsertConf *thrift.TConfiguration
