@@ -178,7 +178,7 @@ func (ts *thriftServer) handle(c *thriftConn) {
 	if !ts.framed {
 		tr.w = bufio.NewWriterSize(c.nc, 4096)
 	}
-	defer tr.endCall()
+	defer tr.endConn()
 	proto := &thriftProto{TBinaryProtocol: thrift.NewTBinaryProtocolConf(tr, ts.conf), ts: ts, tr: tr}
 	ctx := withConn(ts.base, c.nc)
 	for {
@@ -375,13 +375,21 @@ func (t *connTransport) started() {
 	}
 }
 
-// endCall gives back what the call held of the budget.
+// endCall gives back what the call held of the budget, once its last frame
+// has been read (a frame may hold more calls).
 func (t *connTransport) endCall() {
+	if t.left > 0 {
+		return
+	}
 	t.ts.s.release(t.held)
 	t.held = charge{}
-	if t.left == 0 {
-		t.read = 0
-	}
+	t.read = 0
+}
+
+// endConn gives back what the connection's last call held.
+func (t *connTransport) endConn() {
+	t.left = 0
+	t.endCall()
 }
 
 func (t *connTransport) Write(p []byte) (int, error) {
