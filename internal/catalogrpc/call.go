@@ -332,6 +332,9 @@ type upsert struct {
 	displayName *string
 	schema      *string
 	status      catalog.Status
+	// badStatus is a status number that is none of the Status values:
+	// refused once the credentials have passed.
+	badStatus *int32
 }
 
 // upsert is Catalog.Upsert (admin clients only).
@@ -347,6 +350,9 @@ func (s *Server) upsert(ctx context.Context, c creds, u upsert) (catalog.Entry, 
 	}
 	if err := checkKey(u.key); err != nil {
 		return catalog.Entry{}, p, err
+	}
+	if u.badStatus != nil {
+		return catalog.Entry{}, p, failf(codes.InvalidArgument, "invalid argument: status %d is not one of the Status values", *u.badStatus)
 	}
 	// One read-modify-write in the store: two admins changing different
 	// fields at once both get their change.

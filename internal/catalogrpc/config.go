@@ -41,7 +41,8 @@ type Config struct {
 	// IdleTimeout closes a connection that has had no call for this long
 	// (gRPC: MaxConnectionIdle; Thrift: the read deadline between calls).
 	IdleTimeout time.Duration
-	// GRPCMaxStreams is the most concurrent calls on one gRPC connection.
+	// GRPCMaxStreams is the most concurrent calls on one gRPC connection
+	// (HTTP/2's SETTINGS_MAX_CONCURRENT_STREAMS: a client queues more).
 	GRPCMaxStreams int
 	// GRPCKeepaliveMinTime: a client that pings more often than this is
 	// disconnected (keepalive enforcement).
@@ -68,7 +69,7 @@ func DefaultConfig() Config {
 		MaxConns:             512,
 		CallTimeout:          10 * time.Second,
 		IdleTimeout:          5 * time.Minute,
-		GRPCMaxStreams:       100,
+		GRPCMaxStreams:       32,
 		GRPCKeepaliveMinTime: 10 * time.Second,
 		AuthTimeout:          10 * time.Second,
 	}

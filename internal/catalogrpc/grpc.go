@@ -12,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/inlet-dev/inlet/api/gen/pb/inf"
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/event"
 )
 
 // Full gRPC service names.
@@ -60,6 +62,8 @@ func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
 		grpc.Creds(connCreds{}),
 		grpc.InTapHandle(s.grpcTap),
+		grpc.StatsHandler(preAuthGate{}),
+		grpc.UnknownServiceHandler(unknownMethod),
 	)
 	inf.RegisterDataServer(gs, grpcData{s: s})
 	catalogv1.RegisterCatalogServer(gs, grpcCatalog{s: s})
@@ -78,8 +82,8 @@ const (
 	maxHeaderListBytes = 16 << 10
 )
 
-// preAuthStreams is the most gRPC calls a connection may have open at once
-// until one of its calls has presented valid credentials.
+// preAuthStreams is the most gRPC calls of a connection that are read at
+// once until one of its calls has presented valid credentials.
 const preAuthStreams = 4
 
 // streamBytes is the most one gRPC call can make the server buffer: its
@@ -89,32 +93,50 @@ func (s *Server) streamBytes() int64 {
 	return int64(grpcWindow + s.cfg.MaxMessageBytes + 5)
 }
 
-// grpcTap admits a new gRPC call before any of its message is read: a
-// connection not yet authenticated may have preAuthStreams calls open, and
-// each call takes streamBytes from the budget until it ends. A call refused
-// here is answered RESOURCE_EXHAUSTED at once.
+// grpcTap admits a new gRPC call before any of its message is read: it
+// takes streamBytes from the budget until the call ends (from the
+// pre-authentication share while its connection has made no authenticated
+// call). A call refused here is answered RESOURCE_EXHAUSTED at once.
 func (s *Server) grpcTap(ctx context.Context, _ *tap.Info) (context.Context, error) {
 	c := connOf(ctx)
 	if c == nil {
 		return ctx, nil
 	}
-	if n := c.streams.Add(1); n > preAuthStreams && !c.authed.Load() {
-		c.streams.Add(-1)
-		s.m.refused.WithLabelValues("grpc", "streams").Inc()
-		return nil, status.Errorf(codes.ResourceExhausted, "resource exhausted: a connection may have %d calls at once until one of them has presented valid credentials", preAuthStreams)
-	}
 	ch, err := s.take(c, s.streamBytes())
 	if err != nil {
-		c.streams.Add(-1)
 		s.m.refused.WithLabelValues("grpc", "budget").Inc()
 		return nil, status.Error(codes.ResourceExhausted, "resource exhausted: the server is holding all the requests it may; retry")
 	}
 	// The stream's context ends whichever way the stream does.
-	context.AfterFunc(ctx, func() {
-		c.streams.Add(-1)
-		s.release(ch)
-	})
+	context.AfterFunc(ctx, func() { s.release(ch) })
 	return ctx, nil
+}
+
+// preAuthGate is the gRPC server's stats handler: at the start of each
+// call, before its message is read, it holds a call of a connection not yet
+// authenticated until the connection's turn (conn.admit). (A stats handler
+// is the one hook grpc-go calls on the call's goroutine before reading; the
+// tap runs on the connection's reader and must not wait.)
+type preAuthGate struct{}
+
+func (preAuthGate) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+
+func (preAuthGate) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	if _, ok := st.(*stats.Begin); ok {
+		if c := connOf(ctx); c != nil {
+			c.admit(ctx)
+		}
+	}
+}
+
+func (preAuthGate) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (preAuthGate) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// unknownMethod answers a call of a method no service has, quoting at most
+// a short prefix of its name (grpc-go's own answer quotes it whole).
+func unknownMethod(_ any, stream grpc.ServerStream) error {
+	m, _ := grpc.MethodFromServerStream(stream)
+	return status.Errorf(codes.Unimplemented, "unimplemented: no method %s", event.Quote(m))
 }
 
 // grpcInterceptor turns call errors into statuses and counts calls by
@@ -223,7 +245,8 @@ func (g grpcCatalog) Upsert(ctx context.Context, rq *catalogv1.UpsertRequest) (*
 	case catalogv1.Status_STATUS_BLOCKED:
 		u.status = catalog.StatusBlocked
 	default:
-		return nil, failf(codes.InvalidArgument, "invalid argument: status %d is not one of the Status values", rq.GetStatus())
+		n := int32(rq.GetStatus())
+		u.badStatus = &n
 	}
 	e, p, err := g.s.upsert(ctx, pbCreds(rq.GetAuth()), u)
 	if err != nil {

@@ -271,18 +271,22 @@ func TestGRPCPartialMessagesBounded(t *testing.T) {
 				}
 			}
 			var sent int64
+			ended := 0
 			for _, p := range peers {
 				p.mu.Lock()
 				sent += p.sent
+				ended += p.refused
 				p.mu.Unlock()
 			}
-			t.Logf("heap grew at most %d KiB; peers sent %d KiB; budget held %d KiB; refused: streams %v, budget %v",
-				peak>>10, sent>>10, budget.Used()>>10,
-				testutil.ToFloat64(ts.m.refused.WithLabelValues("grpc", "streams")),
-				testutil.ToFloat64(ts.m.refused.WithLabelValues("grpc", "budget")))
-			refused := testutil.ToFloat64(ts.m.refused.WithLabelValues("grpc", "streams")) + testutil.ToFloat64(ts.m.refused.WithLabelValues("grpc", "budget"))
-			if refused < 40*(200-preAuthStreams) {
-				t.Errorf("calls refused before they were read: %v, want at least %d", refused, 40*(200-preAuthStreams))
+			t.Logf("heap grew at most %d KiB; peers sent %d KiB; budget held %d KiB; %d calls ended by the server, %v refused for the budget",
+				peak>>10, sent>>10, budget.Used()>>10, ended, testutil.ToFloat64(ts.m.refused.WithLabelValues("grpc", "budget")))
+			// Past --grpc-max-streams (32) calls are refused by HTTP/2, and
+			// calls the budget cannot take by the tap.
+			if ended < 40*(200-32) {
+				t.Errorf("calls ended by the server: %d, want at least %d", ended, 40*(200-32))
+			}
+			if budget.Used() > budget.PerConn()/2 {
+				t.Errorf("strangers' calls hold %d of the budget: over half its per-connection share (%d)", budget.Used(), budget.PerConn())
 			}
 		})
 	}
@@ -410,7 +414,7 @@ func TestEchoesAreCut(t *testing.T) {
 	})
 	ctx := ctxT(t)
 	huge := strings.Repeat("x", 3<<20)
-	data, cat, _ := ts.grpcClients(t)
+	data, cat, cc := ts.grpcClients(t)
 	const short = 1024
 	check := func(what string, err error) {
 		t.Helper()
@@ -428,6 +432,9 @@ func TestEchoesAreCut(t *testing.T) {
 	check("gRPC: a 3 MiB group the client may not use", err)
 	_, err = cat.Get(ctx, &catalogv1.GetRequest{Auth: &catalogv1.Credentials{ClientId: "web", Token: secretOf("web")}, Group: "shop", Name: huge})
 	check("gRPC: Get of a 3 MiB name", err)
+	err = cc.Invoke(ctx, "/"+strings.Repeat("s", 10000)+"/M", &catalogv1.GetRequest{}, &catalogv1.GetResponse{})
+	check("gRPC: a method of a 10,000-byte service name", err)
+	wantStatus(t, "gRPC: a method of a 10,000-byte service name", err, codes.Unimplemented, "... (10003 bytes)")
 
 	td, tc := thriftClients(t, ts.thriftAddr, true)
 	_, err = td.DataType(ctx, thriftRq(huge, secretOf("web"), "shop", "a"))
@@ -505,5 +512,46 @@ func TestThriftGiantMethodName(t *testing.T) {
 		if len(answer) > 512 || !bytes.Contains(answer, []byte("a method name of 1048576 bytes; the limit is 128")) {
 			t.Errorf("framed %v: a 1 MiB method name answered with %d bytes: %.300q", framed, len(answer), answer)
 		}
+	}
+}
+
+// TestAuthenticationBeforeContent: a call with wrong credentials is
+// refused as such, whatever else is wrong with it.
+func TestAuthenticationBeforeContent(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := ctxT(t)
+	data, cat, _ := ts.grpcClients(t)
+	bad := &catalogv1.Credentials{ClientId: "admin", Token: secretOf("web")}
+	_, err := cat.Upsert(ctx, &catalogv1.UpsertRequest{Auth: bad, Group: "shop", Name: "a", Status: catalogv1.Status(99)})
+	wantStatus(t, "gRPC Upsert of status 99 with a wrong secret", err, codes.Unauthenticated)
+	_, err = data.DataType(ctx, dataRq("web", secretOf("shop"), "shop", strings.Repeat("n", 200)))
+	wantStatus(t, "gRPC DataType of a 200-character name with a wrong secret", err, codes.Unauthenticated)
+	_, tc := thriftClients(t, ts.thriftAddr, true)
+	st := thriftcat.Status(99)
+	_, err = tc.Upsert(ctx, &thriftcat.Credentials{ClientId: "admin", Token: secretOf("web")}, &thriftcat.UpsertRequest{Group: "shop", Name: "a", Status: &st})
+	wantCatalogError(t, "Thrift Upsert of status 99 with a wrong secret", err, thriftcat.ErrorCode_UNAUTHENTICATED)
+}
+
+// TestGRPCBurstOnANewConnection: a client that starts many calls at once on
+// a new connection gets every one answered: past the 4 read before
+// credentials, calls wait (and past --grpc-max-streams, the client queues
+// them), none is refused.
+func TestGRPCBurstOnANewConnection(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := ctxT(t)
+	data, _, _ := ts.grpcClients(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 300)
+	for i := range 300 {
+		wg.Go(func() {
+			if _, err := data.DataType(ctx, dataRq("web", secretOf("web"), "shop", "burst"+strings.Repeat("x", i%7))); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a call of the burst: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		select {
 		case l.slots <- struct{}{}:
 			l.open.Inc()
-			c := &conn{Conn: nc, l: l}
+			c := &conn{Conn: nc, l: l, reading: make(chan struct{}, preAuthStreams), authedCh: make(chan struct{})}
 			c.timer = time.AfterFunc(l.authTimeout, c.authExpired)
 			return c, nil
 		default:
@@ -52,22 +52,41 @@ func (l *limitListener) Accept() (net.Conn, error) {
 
 // conn is one connection of a front end: it frees its slot when closed, and
 // knows whether a call on it has presented valid credentials. Until one has,
-// the connection is a stranger's: it may have at most preAuthStreams gRPC
-// calls at once, what its calls hold is charged to the pre-authentication
-// share of the budget, and it is closed authTimeout after it was accepted.
+// the connection is a stranger's: what its calls hold is charged to the
+// pre-authentication share of the budget, at most preAuthStreams of its
+// gRPC calls are read at once (the others wait, unread, holding at most
+// their stream's window, until one call authenticates: see admit), and it
+// is closed authTimeout after it was accepted.
 type conn struct {
 	net.Conn
-	l       *limitListener
-	timer   *time.Timer
-	authed  atomic.Bool
-	streams atomic.Int32 // gRPC calls open on the connection
-	once    sync.Once
+	l        *limitListener
+	timer    *time.Timer
+	authed   atomic.Bool
+	authedCh chan struct{} // closed once authed
+	reading  chan struct{} // a slot per gRPC call being read before authentication
+	once     sync.Once
 }
 
 // authenticated records that a call on c presented valid credentials.
 func (c *conn) authenticated() {
 	if !c.authed.Load() && c.authed.CompareAndSwap(false, true) {
 		c.timer.Stop()
+		close(c.authedCh)
+	}
+}
+
+// admit waits, before a gRPC call on c is read, until c has authenticated
+// or fewer than preAuthStreams of its calls are being read; the slot it
+// takes is freed when the call's ctx ends. It returns at once if ctx ends.
+func (c *conn) admit(ctx context.Context) {
+	if c.authed.Load() {
+		return
+	}
+	select {
+	case c.reading <- struct{}{}:
+		context.AfterFunc(ctx, func() { <-c.reading })
+	case <-c.authedCh:
+	case <-ctx.Done():
 	}
 }
 

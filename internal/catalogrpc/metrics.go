@@ -65,7 +65,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"proto"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inlet_catalog_rpc_refused_total",
-			Help: "Catalog RPC requests refused before they were read, by front end and reason: budget (the in-flight byte budget or its share held by others), streams (a connection not yet authenticated already had its calls open), size (over --catalog-rpc-max-message-bytes).",
+			Help: "Catalog RPC requests refused before they were read, by front end and reason: budget (the in-flight byte budget or its share held by others), size (over --catalog-rpc-max-message-bytes or a name's limit).",
 		}, []string{"proto", "reason"}),
 		methods: map[methodKey]*methodMetrics{},
 	}

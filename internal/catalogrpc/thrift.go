@@ -665,7 +665,8 @@ func (h thriftHandler) Upsert(ctx context.Context, a *catalogv1.Credentials, rq 
 			case catalogv1.Status_BLOCKED:
 				u.status = catalog.StatusBlocked
 			default:
-				return catalog.Entry{}, auth.Principal{}, failf(codes.InvalidArgument, "invalid argument: status %d is not one of the Status values", *rq.Status)
+				n := int32(*rq.Status)
+				u.badStatus = &n
 			}
 		}
 		return h.ts.s.upsert(ctx, thriftCreds(a), u)
