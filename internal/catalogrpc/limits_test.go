@@ -288,6 +288,11 @@ func TestGRPCPartialMessagesBounded(t *testing.T) {
 			if budget.Used() > budget.PerConn()/2 {
 				t.Errorf("strangers' calls hold %d of the budget: over half its per-connection share (%d)", budget.Used(), budget.PerConn())
 			}
+			stop()
+			for _, p := range peers {
+				p.nc.Close()
+			}
+			testkit.WaitFor(t, 10*time.Second, "the budget given back once the peers are gone", func() bool { return budget.Used() == 0 })
 		})
 	}
 }
