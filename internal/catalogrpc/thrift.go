@@ -285,6 +285,8 @@ type connTransport struct {
 	read    int64  // bytes of the current call read
 	held    charge // what the current call holds of the budget
 	refused string // why the current call was refused before it was read
+	hdr     [4]byte
+	one     [1]byte
 }
 
 func (t *connTransport) Read(p []byte) (int, error) {
@@ -329,15 +331,14 @@ func (t *connTransport) Read(p []byte) (int, error) {
 
 // nextFrame reads a frame's length and admits it (see connTransport).
 func (t *connTransport) nextFrame(max int64) error {
-	var hdr [4]byte
-	n, err := io.ReadFull(t.r, hdr[:])
+	n, err := io.ReadFull(t.r, t.hdr[:])
 	if n > 0 {
 		t.started()
 	}
 	if err != nil {
 		return thrift.NewTTransportExceptionFromError(err)
 	}
-	size := int64(int32(binary.BigEndian.Uint32(hdr[:])))
+	size := int64(int32(binary.BigEndian.Uint32(t.hdr[:])))
 	if size < 0 || t.read+size > max {
 		return t.refuse("size", fmt.Sprintf("a frame of %d bytes; the limit is %d (--catalog-rpc-max-message-bytes)", size, max))
 	}
@@ -392,14 +393,51 @@ func (t *connTransport) endConn() {
 	t.endCall()
 }
 
+// ReadByte, WriteByte and WriteString make connTransport a
+// thrift.TRichTransport, which the protocol then uses as it is (rather than
+// through a wrapper that allocates on each).
+func (t *connTransport) ReadByte() (byte, error) {
+	for {
+		n, err := t.Read(t.one[:])
+		if n == 1 {
+			return t.one[0], nil
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+}
+
+// zeroLength is the place of a framed answer's length.
+var zeroLength [4]byte
+
+// framedOut is the answer's buffer, its length's 4 bytes reserved.
+func (t *connTransport) framedOut() *bytes.Buffer {
+	if t.out.Len() == 0 {
+		t.out.Write(zeroLength[:])
+	}
+	return &t.out
+}
+
 func (t *connTransport) Write(p []byte) (int, error) {
 	if t.framed {
-		if t.out.Len() == 0 {
-			t.out.Write([]byte{0, 0, 0, 0})
-		}
-		return t.out.Write(p)
+		return t.framedOut().Write(p)
 	}
 	return t.w.Write(p)
+}
+
+func (t *connTransport) WriteByte(c byte) error {
+	if t.framed {
+		return t.framedOut().WriteByte(c)
+	}
+	return t.w.WriteByte(c)
+}
+
+func (t *connTransport) WriteString(s string) (int, error) {
+	if t.framed {
+		return t.framedOut().WriteString(s)
+	}
+	return t.w.WriteString(s)
 }
 
 // discardOut drops an answer not yet flushed.
@@ -439,8 +477,9 @@ func (t *connTransport) RemainingBytes() uint64 { return ^uint64(0) }
 // but in an Upsert.
 type thriftProto struct {
 	*thrift.TBinaryProtocol
-	ts *thriftServer
-	tr *connTransport
+	ts   *thriftServer
+	tr   *connTransport
+	name [maxMethodBytes]byte
 }
 
 // ReadMessageBegin is TBinaryProtocol's, strict or not, but for a name
@@ -466,7 +505,7 @@ func (p *thriftProto) ReadMessageBegin(ctx context.Context) (name string, typ th
 		err := p.tr.refuse("size", fmt.Sprintf("a method name of %d bytes; the limit is %d", n, maxMethodBytes))
 		return "", typ, 0, thrift.NewTProtocolExceptionWithType(thrift.SIZE_LIMIT, err)
 	}
-	b := make([]byte, n)
+	b := p.name[:n]
 	if _, err := io.ReadFull(p.tr, b); err != nil {
 		return "", typ, 0, thrift.NewTProtocolException(err)
 	}
@@ -678,3 +717,5 @@ func (h thriftHandler) Block(ctx context.Context, a *catalogv1.Credentials, grou
 		return h.ts.s.block(ctx, thriftCreds(a), catalog.Key{Group: group, Name: name})
 	})
 }
+
+var _ thrift.TRichTransport = (*connTransport)(nil)
