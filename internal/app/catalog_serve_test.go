@@ -286,6 +286,12 @@ func TestCatalogServeFlags(t *testing.T) {
 	if cfg.Auth.ClientsFile != "c.json" || cfg.Catalog.Mode != catalog.ModeBlock || cfg.Auth.TokenTTL != time.Minute {
 		t.Errorf("parsed %+v", cfg)
 	}
+	if cfg.MaxInflightBytes != 64<<20 || cfg.RPC.MaxMessageBytes != 64<<10 {
+		t.Errorf("default --max-inflight-bytes %d, --catalog-rpc-max-message-bytes %d", cfg.MaxInflightBytes, cfg.RPC.MaxMessageBytes)
+	}
+	if cfg, _, err := ParseCatalogServe([]string{"--clients", "c.json", "--grpc-listen", "127.0.0.1:0", "--max-inflight-bytes", "8MiB"}, quietEnv); err != nil || cfg.MaxInflightBytes != 8<<20 {
+		t.Errorf("--max-inflight-bytes 8MiB: %d, %v", cfg.MaxInflightBytes, err)
+	}
 	for _, f := range []string{"--catalog", "--auth"} {
 		var stderr bytes.Buffer
 		env := quietEnv
