@@ -560,3 +560,48 @@ func TestGRPCBurstOnANewConnection(t *testing.T) {
 		t.Errorf("a call of the burst: %v", err)
 	}
 }
+
+// TestAdmitBeforeAuthentication: until a call on a connection has
+// authenticated, preAuthStreams of its gRPC calls are read at once; the
+// next waits for one of them to end, or for the connection to authenticate.
+func TestAdmitBeforeAuthentication(t *testing.T) {
+	c := &conn{reading: make(chan struct{}, preAuthStreams), authedCh: make(chan struct{}), timer: time.NewTimer(time.Hour)}
+	ctxs := make([]context.CancelFunc, preAuthStreams)
+	for i := range ctxs {
+		ctx, cancel := context.WithCancel(context.Background())
+		ctxs[i] = cancel
+		c.admit(ctx) // returns at once
+	}
+	admitted := make(chan struct{})
+	go func() {
+		c.admit(context.Background())
+		close(admitted)
+	}()
+	select {
+	case <-admitted:
+		t.Fatalf("call %d was admitted while %d were being read", preAuthStreams+1, preAuthStreams)
+	case <-time.After(100 * time.Millisecond):
+	}
+	ctxs[0]() // one call ends
+	select {
+	case <-admitted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting call was not admitted when one ended")
+	}
+	// Once the connection has authenticated, calls are not held.
+	waiting := make(chan struct{})
+	go func() {
+		c.admit(context.Background())
+		close(waiting)
+	}()
+	c.authenticated()
+	select {
+	case <-waiting:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a waiting call was not admitted when the connection authenticated")
+	}
+	c.admit(context.Background()) // authenticated: at once
+	for _, cancel := range ctxs {
+		cancel()
+	}
+}
