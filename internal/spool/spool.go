@@ -189,6 +189,7 @@ type Spool struct {
 	ackMu     sync.Mutex
 	cur       cursorFile
 	cursorLog *ratelog.Limiter
+	tidyLog   *ratelog.Limiter
 
 	// mu guards what follows. Nothing slow (no I/O) happens while it is
 	// held.
@@ -250,6 +251,7 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 		writeLog: ratelog.New(log, slog.LevelError, "spool: write failed; the requests are answered 503", 10*time.Second),
 		cursorLog: ratelog.New(log, slog.LevelWarn,
 			"spool: writing the cursor failed; delivered segments are deleted all the same, and it is tried again every second (a restart meanwhile sends some delivered records again)", 10*time.Second),
+		tidyLog:    ratelog.New(log, slog.LevelWarn, "spool: deleting delivered segments failed; tried again every second", 10*time.Second),
 		reqs:       make(chan *request, cfg.QueueLength),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -1094,7 +1096,7 @@ func (s *Spool) tidy() {
 	if due {
 		s.ackMu.Lock()
 		if err := s.settle(); err != nil {
-			s.cursorLog.Log("err", err)
+			s.tidyLog.Log("err", err)
 		}
 		s.ackMu.Unlock()
 	}
