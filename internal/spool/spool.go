@@ -167,8 +167,6 @@ type Spool struct {
 	deletes     chan deletion
 	deletePause time.Duration // deletePause; tests lengthen it
 	deleterDone chan struct{}
-	// tidyEvery is how often the deleter calls tidy.
-	tidyEvery time.Duration
 
 	// The writer goroutine alone uses these.
 	syncEnd  time.Time     // when the last fsync of a segment ended
@@ -260,7 +258,6 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 		deletes:     make(chan deletion, maxDeleting),
 		deletePause: deletePause,
 		deleterDone: make(chan struct{}),
-		tidyEvery:   tidyEvery,
 	}
 	if err := s.recover(); err != nil {
 		s.closeCursor()
@@ -1172,7 +1169,7 @@ func (s *Spool) retire(path string, size int64) error {
 // deleted at once.
 func (s *Spool) deleter() {
 	defer close(s.deleterDone)
-	t := time.NewTicker(s.tidyEvery)
+	t := time.NewTicker(tidyEvery)
 	defer t.Stop()
 	for {
 		select {
