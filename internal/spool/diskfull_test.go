@@ -124,7 +124,12 @@ func TestFullDiskHeals(t *testing.T) {
 			if err := appendOnDisk(s, bigRec("b00000"), 10*time.Second-time.Since(delivered)); err != nil {
 				t.Fatalf("10 s after the backlog's delivery: %v; stats %+v\n%s", err, s.Stats(), logs)
 			}
-			// And go on: the disk fills again only with what is new.
+			// And go on: once the deleter is done, the disk fills again
+			// only with what is new.
+			testkit.WaitFor(t, 5*time.Second, "the delivered segments removed", func() bool {
+				m, _ := filepath.Glob(filepath.Join(dir, "*"+deletingSuffix))
+				return len(m) == 0
+			})
 			if k := fillDisk(t, s, "c"); k < n/2 {
 				t.Fatalf("only %d appends fit after the backlog of %d was delivered; stats %+v", k, n, s.Stats())
 			}
