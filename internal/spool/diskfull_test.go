@@ -66,11 +66,13 @@ func TestFullDiskHeals(t *testing.T) {
 		segment int64
 		restart bool // close and reopen on the full disk before delivering
 		oldLine bool // and leave an old cursor line at the spool's start
+		torn    bool // and the last record torn (a crash between a short write and its cut)
 	}{
 		{name: "segments smaller than the disk", segment: 32 << 10},
 		{name: "one segment larger than the disk", segment: 1 << 20},
 		{name: "a restart on the full disk", segment: 32 << 10, restart: true},
 		{name: "a restart from an old cursor line", segment: 32 << 10, restart: true, oldLine: true},
+		{name: "a restart with a torn tail", segment: 32 << 10, restart: true, torn: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,6 +97,17 @@ func TestFullDiskHeals(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				if tc.torn {
+					last := lastSegment(t, dir)
+					fi, err := os.Stat(last)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Truncate(last, fi.Size()-5); err != nil {
+						t.Fatal(err)
+					}
+					n-- // that record is cut
+				}
 				var err error
 				log, lb := testkit.NewLogBuffer()
 				m = NewMetrics(prometheus.NewRegistry())
@@ -105,6 +118,9 @@ func TestFullDiskHeals(t *testing.T) {
 				logs = lb
 				if st := s.Stats(); st.Unforwarded != uint64(n) {
 					t.Fatalf("after the restart: %+v, want %d records to send", st, n)
+				}
+				if m, _ := filepath.Glob(filepath.Join(dir, "*.corrupt*")); len(m) > 0 {
+					t.Fatalf("a part of a copy left: %v", m)
 				}
 			}
 			// Kafka is back: the forwarder delivers the backlog.

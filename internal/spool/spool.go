@@ -507,7 +507,15 @@ func (s *Spool) repair(f File, seg *segment, full int64, why error, sc *scanned)
 		pos = next
 	}
 	q, err := s.quarantine(seg.path, data)
-	if err != nil {
+	switch {
+	case err == nil:
+		q = filepath.Base(q)
+	case ranges == 0 && noSpace(err):
+		// A tail is cut in place, which needs no room: a start on a full
+		// disk (a crash between a short write and its cut) goes on
+		// without the copy rather than not at all.
+		q = "none: " + err.Error()
+	default:
 		return fmt.Errorf("spool: %w", err)
 	}
 	s.metrics.Recovered.Inc()
@@ -515,7 +523,7 @@ func (s *Spool) repair(f File, seg *segment, full int64, why error, sc *scanned)
 	if ranges == 0 {
 		s.log.Error("spool: corrupt or torn segment tail; cutting it at the last good record",
 			"segment", name, "good_records", seg.count, "records_lost", lost, "good_bytes", seg.size,
-			"dropped_bytes", full-seg.size, "quarantined", filepath.Base(q), "reason", why)
+			"dropped_bytes", full-seg.size, "quarantined", q, "reason", why)
 		if err := f.Truncate(seg.size); err != nil {
 			return fmt.Errorf("spool: truncating %s: %w", seg.path, err)
 		}
@@ -527,7 +535,7 @@ func (s *Spool) repair(f File, seg *segment, full int64, why error, sc *scanned)
 	sc.repaired = true
 	s.log.Error("spool: corrupt frames inside a segment; cutting them out and keeping the records after them",
 		"segment", name, "damaged_ranges", ranges, "tail_cut", tail, "records_lost", lost, "good_records", seg.count,
-		"good_bytes", len(kept), "dropped_bytes", full-int64(len(kept)), "quarantined", filepath.Base(q), "reason", why)
+		"good_bytes", len(kept), "dropped_bytes", full-int64(len(kept)), "quarantined", q, "reason", why)
 	tmp := seg.path + ".tmp"
 	t, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
