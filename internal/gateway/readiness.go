@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -48,6 +49,8 @@ type SpoolState struct {
 	OldestUnforwardedSeconds float64 `json:"oldest_unforwarded_seconds"`
 	Forwarder                string  `json:"forwarder"` // idle, forwarding, stalled, retrying, stuck, stopped
 	Failed                   string  `json:"failed,omitempty"`
+	// DiskFull is why appends fail for lack of disk space, while they do.
+	DiskFull string `json:"disk_full,omitempty"`
 	// Records given up since the start: damaged or missing on disk
 	// (quarantined, see <segment>.corrupt), or refused for good by Kafka
 	// and the dead-letter topic (parked under <spool dir>/parked/).
@@ -210,7 +213,7 @@ func (g *Gateway) Ready() Readiness {
 	if g.spool != nil {
 		st := g.spool.Stats()
 		rd.Spool = &SpoolState{Bytes: st.Bytes, MaxBytes: st.MaxBytes, Segments: st.Segments, Unforwarded: st.Unforwarded,
-			OldestUnforwardedSeconds: g.fwd.OldestAge().Seconds(), Forwarder: g.fwd.State(), Failed: st.Failed,
+			OldestUnforwardedSeconds: g.fwd.OldestAge().Seconds(), Forwarder: g.fwd.State(), Failed: st.Failed, DiskFull: st.DiskFull,
 			QuarantinedRecords: st.Quarantined, ParkedRecords: st.Parked}
 	}
 	switch {
@@ -218,8 +221,12 @@ func (g *Gateway) Ready() Readiness {
 		rd.Error = "shutting down"
 	case rd.Spool != nil && rd.Spool.Failed != "":
 		rd.Error = "the spool cannot write: " + rd.Spool.Failed
+	case rd.Spool != nil && rd.Spool.DiskFull != "":
+		// Until an append succeeds or the disk has room for the one
+		// refused: delivered segments are freed as Kafka takes them.
+		rd.Error = "the spool's disk is full: " + rd.Spool.DiskFull
 	case rd.Spool != nil && rd.Spool.MaxBytes-rd.Spool.Bytes < g.spoolReadyRoom(rd.Spool.MaxBytes):
-		rd.Error = "the spool is full"
+		rd.Error = fmt.Sprintf("the spool is full: %d of --spool-max-bytes %d", rd.Spool.Bytes, rd.Spool.MaxBytes)
 	case rd.Spool == nil && rd.Kafka != "ok":
 		rd.Error = "kafka: " + rd.Kafka
 	case g.kafka.refused.Load():

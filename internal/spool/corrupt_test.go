@@ -218,9 +218,8 @@ func TestDamagedCursor(t *testing.T) {
 			// The cursor file says so at once, before anything is
 			// appended: records appended later could come to match the
 			// wrong one (TestSequenceNumbersNeverGoBack).
-			b, _ := os.ReadFile(filepath.Join(dir, "cursor"))
-			if d := s.Delivered(); string(b) != fmt.Sprintf("%d %d %d\n", d.Seg, d.Off, d.Seq) {
-				t.Fatalf("cursor on disk after open %q, the spool goes by %v", b, d)
+			if c, d := cursorOnDisk(t, dir), s.Delivered(); c != d {
+				t.Fatalf("cursor on disk after open %v, the spool goes by %v", c, d)
 			}
 			// Delivery goes on past it.
 			if err := s.Ack(end); err != nil {
@@ -230,9 +229,8 @@ func TestDamagedCursor(t *testing.T) {
 				t.Fatalf("after acking everything: %+v", st)
 			}
 			s.Close()
-			b, _ = os.ReadFile(filepath.Join(dir, "cursor"))
-			if want := fmt.Sprintf("%d %d %d\n", end.Seg, end.Off, end.Seq); string(b) != want {
-				t.Fatalf("cursor written at close %q, want %q", b, want)
+			if c := cursorOnDisk(t, dir); c != end {
+				t.Fatalf("cursor written at close %v, want %v", c, end)
 			}
 		})
 	}

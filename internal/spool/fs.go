@@ -19,9 +19,11 @@ type FileSystem interface {
 	SyncDir(dir string) error
 }
 
-// File is an open segment or cursor file.
+// File is an open segment or cursor file. Segments are written with
+// Write (opened O_APPEND), the cursor with WriteAt, in place.
 type File interface {
 	io.Writer
+	io.WriterAt
 	io.ReaderAt
 	Sync() error
 	Truncate(size int64) error

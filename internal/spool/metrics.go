@@ -13,6 +13,7 @@ type Metrics struct {
 	Fsyncs        prometheus.Counter
 	WriteErrors   prometheus.Counter
 	Full          prometheus.Counter
+	CursorErrors  prometheus.Counter
 	Recovered     prometheus.Counter
 	Quarantined   prometheus.Counter
 	Parked        prometheus.Counter
@@ -42,6 +43,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Fsyncs:      prometheus.NewCounter(prometheus.CounterOpts{Name: "inlet_spool_fsyncs_total", Help: "fsyncs of spool segments."}),
 		WriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "inlet_spool_write_errors_total", Help: "Failed writes or fsyncs of the spool."}),
 		Full:        prometheus.NewCounter(prometheus.CounterOpts{Name: "inlet_spool_full_total", Help: "Appends refused because the spool was full."}),
+		CursorErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inlet_spool_cursor_write_errors_total", Help: "Failed writes of the spool's cursor (retried; delivered segments are deleted all the same).",
+		}),
 		Recovered: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "inlet_spool_corrupt_tails_total", Help: "Segments whose torn or corrupt frames were cut out (on start, or by the forwarder); each is first copied to <segment>.corrupt.",
 		}),
@@ -64,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"state"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.AppendLatency, m.FsyncLatency, m.GroupSize, m.Fsyncs, m.WriteErrors, m.Full, m.Recovered, m.Quarantined, m.Parked,
+		reg.MustRegister(m.AppendLatency, m.FsyncLatency, m.GroupSize, m.Fsyncs, m.WriteErrors, m.Full, m.CursorErrors, m.Recovered, m.Quarantined, m.Parked,
 			m.Forwarded, m.ForwardErrors, m.ForwarderState)
 	}
 	return m
@@ -84,5 +88,12 @@ func (m *Metrics) observe(s *Spool) {
 			func() float64 { return float64(s.Stats().Segments) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "inlet_spool_unforwarded_records", Help: "Spooled records Kafka has not acknowledged."},
 			func() float64 { return float64(s.Stats().Unforwarded) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "inlet_spool_disk_full", Help: "1 while appends fail for lack of disk space (ENOSPC, EDQUOT)."},
+			func() float64 {
+				if s.Stats().DiskFull != "" {
+					return 1
+				}
+				return 0
+			}),
 	)
 }

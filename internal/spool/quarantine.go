@@ -127,6 +127,7 @@ func (s *Spool) quarantine(path string, data []byte) (string, error) {
 		err = s.fs.SyncDir(s.cfg.Dir)
 	}
 	if err != nil {
+		_ = s.fs.Remove(name) // a part of a copy (a full disk) holds room and tells nothing
 		return "", fmt.Errorf("quarantining %s: %w", filepath.Base(path), err)
 	}
 	return name, nil

@@ -6,8 +6,9 @@
 // Files under Config.Dir:
 //
 //	<base>.seg   segments, named by the sequence number of their first record
-//	cursor       where delivery stands; an optimization (a lost or stale
-//	             cursor only means records are sent again, never skipped)
+//	cursor       where delivery stands, rewritten in place (cursor.go); an
+//	             optimization (a lost or stale cursor only means records
+//	             are sent again, never skipped)
 //	lock         held (flock) by the one process using the spool
 //	<base>.seg.corrupt[.N]
 //	             a damaged segment as it was before the spool cut the damage
@@ -181,9 +182,12 @@ type Spool struct {
 
 	quarantined, parkedN atomic.Uint64 // for Stats
 
-	// ackMu serializes Ack and the cursor write of Close: the cursor file
-	// and the deletion of delivered segments. It is taken before mu.
-	ackMu sync.Mutex
+	// ackMu serializes Ack, tidy and the cursor write of Close: the cursor
+	// file and the deletion of delivered segments. It is taken before mu.
+	ackMu     sync.Mutex
+	cur       cursorFile
+	cursorLog *ratelog.Limiter
+	tidyLog   *ratelog.Limiter
 
 	// mu guards what follows. Nothing slow (no I/O) happens while it is
 	// held.
@@ -200,6 +204,13 @@ type Spool struct {
 	notify   chan struct{} // closed and replaced when readable data grows
 	cursorAt time.Time     // when the cursor was last written
 	counted  time.Time     // when recount last looked at the disk
+	// cursorErr: the last cursor write failed (tidy tries again).
+	cursorErr error
+	// noRoom: the last append failed for lack of disk space (ENOSPC,
+	// EDQUOT), and noRoomNeed bytes were refused; nil once an append
+	// succeeds or tidy finds that much room free.
+	noRoom     error
+	noRoomNeed int64
 }
 
 // Open opens (creating if needed) the spool in cfg.Dir, recovers what is
@@ -235,7 +246,10 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 	}
 	s := &Spool{
 		cfg: cfg, log: log, metrics: metrics, fs: fsys, lock: lock,
-		writeLog:   ratelog.New(log, slog.LevelError, "spool: write failed; the requests are answered 503", 10*time.Second),
+		writeLog: ratelog.New(log, slog.LevelError, "spool: write failed; the requests are answered 503", 10*time.Second),
+		cursorLog: ratelog.New(log, slog.LevelWarn,
+			"spool: writing the cursor failed; delivered segments are deleted all the same, and it is tried again every second (a restart meanwhile sends some delivered records again)", 10*time.Second),
+		tidyLog:    ratelog.New(log, slog.LevelWarn, "spool: deleting delivered segments failed; tried again every second", 10*time.Second),
 		reqs:       make(chan *request, cfg.QueueLength),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -246,10 +260,12 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 		deleterDone: make(chan struct{}),
 	}
 	if err := s.recover(); err != nil {
+		s.closeCursor()
 		lock.Close()
 		return nil, err
 	}
 	if err := s.roll(); err != nil {
+		s.closeCursor()
 		lock.Close()
 		return nil, fmt.Errorf("spool: %w", err)
 	}
@@ -268,10 +284,18 @@ func (s *Spool) recover() error {
 	if err != nil {
 		return fmt.Errorf("spool: reading %s: %w", s.cfg.Dir, err)
 	}
-	cur, haveCur := s.readCursor()
+	cur, haveCur, err := s.openCursor()
+	if err != nil {
+		return err
+	}
 	var atCur *scanned
 	for _, e := range entries {
 		name := e.Name()
+		if name == cursorName+".tmp" {
+			// What an older version wrote its cursor to before renaming it.
+			s.remove(filepath.Join(s.cfg.Dir, name))
+			continue
+		}
 		if strings.HasSuffix(name, deletingSuffix) {
 			// Delivered, and being deleted when the process stopped.
 			s.remove(filepath.Join(s.cfg.Dir, name))
@@ -312,7 +336,21 @@ func (s *Spool) recover() error {
 		}
 	}
 	s.acked = s.checkCursor(cur, haveCur, atCur)
-	if !haveCur || s.acked != cur {
+	// Segments wholly before the position checked were delivered: a crash
+	// came between the cursor write and their deletion, or their deletion
+	// went on without a cursor write that failed. Removed first, as the
+	// room may be needed; a crash before the cursor write below finds the
+	// same cursor, its segments gone, which checkCursor takes for
+	// delivered.
+	for len(s.segs) > 0 && s.before(s.segs[0], s.acked) {
+		seg := s.segs[0]
+		if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("spool: removing delivered segment: %w", err)
+		}
+		s.bytes -= seg.size
+		s.segs = s.segs[1:]
+	}
+	if !haveCur || s.acked != cur || !s.cur.laid {
 		// The cursor file must say what the spool now goes by before
 		// anything is appended: it is otherwise rewritten only on the next
 		// delivery or Close, and a crash before either would leave a
@@ -321,21 +359,12 @@ func (s *Spool) recover() error {
 		// starts again from the first free number, behind an old cursor:
 		// the next start would take the new records for delivered and
 		// delete them unsent. A cursor that was judged wrong can likewise
-		// come to look right. (Open's roll syncs the directory next, so
-		// the rename is durable before any record is taken.)
+		// come to look right. An old line is rewritten in the slots'
+		// layout. (A new cursor file's name is made durable by Open's
+		// roll, which syncs the directory before any record is taken.)
 		if err := s.saveCursor(s.acked, true); err != nil {
 			return err
 		}
-	}
-	// Segments wholly before the cursor were delivered; a crash came
-	// between writing the cursor and deleting them.
-	for len(s.segs) > 0 && s.before(s.segs[0], s.acked) {
-		seg := s.segs[0]
-		if err := s.fs.Remove(seg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("spool: removing delivered segment: %w", err)
-		}
-		s.bytes -= seg.size
-		s.segs = s.segs[1:]
 	}
 	if n := s.unforwarded(); n > 0 {
 		s.log.Info("spool: recovered records not yet delivered; they will be sent (again)",
@@ -478,7 +507,15 @@ func (s *Spool) repair(f File, seg *segment, full int64, why error, sc *scanned)
 		pos = next
 	}
 	q, err := s.quarantine(seg.path, data)
-	if err != nil {
+	switch {
+	case err == nil:
+		q = filepath.Base(q)
+	case ranges == 0 && noSpace(err):
+		// A tail is cut in place, which needs no room: a start on a full
+		// disk (a crash between a short write and its cut) goes on
+		// without the copy rather than not at all.
+		q = "none: " + err.Error()
+	default:
 		return fmt.Errorf("spool: %w", err)
 	}
 	s.metrics.Recovered.Inc()
@@ -486,7 +523,7 @@ func (s *Spool) repair(f File, seg *segment, full int64, why error, sc *scanned)
 	if ranges == 0 {
 		s.log.Error("spool: corrupt or torn segment tail; cutting it at the last good record",
 			"segment", name, "good_records", seg.count, "records_lost", lost, "good_bytes", seg.size,
-			"dropped_bytes", full-seg.size, "quarantined", filepath.Base(q), "reason", why)
+			"dropped_bytes", full-seg.size, "quarantined", q, "reason", why)
 		if err := f.Truncate(seg.size); err != nil {
 			return fmt.Errorf("spool: truncating %s: %w", seg.path, err)
 		}
@@ -498,7 +535,7 @@ func (s *Spool) repair(f File, seg *segment, full int64, why error, sc *scanned)
 	sc.repaired = true
 	s.log.Error("spool: corrupt frames inside a segment; cutting them out and keeping the records after them",
 		"segment", name, "damaged_ranges", ranges, "tail_cut", tail, "records_lost", lost, "good_records", seg.count,
-		"good_bytes", len(kept), "dropped_bytes", full-int64(len(kept)), "quarantined", filepath.Base(q), "reason", why)
+		"good_bytes", len(kept), "dropped_bytes", full-int64(len(kept)), "quarantined", q, "reason", why)
 	tmp := seg.path + ".tmp"
 	t, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
@@ -774,17 +811,23 @@ func (s *Spool) write(batch []*request, size int) error {
 	s.mu.Lock()
 	failed := s.failed
 	seg := s.segs[len(s.segs)-1]
+	noRoom := s.noRoom != nil
 	s.mu.Unlock()
 	if failed != nil {
 		s.unreserve(int64(size))
 		return failed
 	}
-	if seg.size >= s.cfg.SegmentBytes {
+	// On a full disk the active segment is sealed as it is: its records,
+	// once delivered, can then be deleted to make room. (A segment is
+	// otherwise sealed only once full; on a disk smaller than a segment,
+	// or with little room left, it never would be.)
+	if seg.size >= s.cfg.SegmentBytes || noRoom && seg.size > 0 {
 		if err := s.roll(); err != nil {
 			s.unreserve(int64(size))
 			if !s.Failed() {
 				s.metrics.WriteErrors.Inc()
 				s.writeLog.Log("err", err, "bytes", size)
+				s.refused(err, size)
 			}
 			return err
 		}
@@ -807,7 +850,14 @@ func (s *Spool) write(batch []*request, size int) error {
 			return s.fail(fmt.Errorf("writing: %w; then truncating: %w", err, terr))
 		}
 		s.writeLog.Log("err", err, "bytes", size)
-		return fmt.Errorf("%w: %w", ErrWrite, err)
+		err = fmt.Errorf("%w: %w", ErrWrite, err)
+		s.refused(err, size)
+		if noSpace(err) && seg.size > 0 {
+			// Sealed now, not at the next write (above), which may not
+			// come: with every record delivered, tidy can then delete it.
+			_ = s.roll()
+		}
+		return err
 	}
 	if cap(s.wbuf) > 2*s.cfg.MaxGroupBytes {
 		s.wbuf = nil // do not keep a buffer one huge group grew
@@ -828,9 +878,22 @@ func (s *Spool) write(batch []*request, size int) error {
 	s.bytes += int64(size)
 	s.reserved -= int64(size)
 	s.readable = seg.size
+	s.noRoom = nil
 	s.wake()
 	s.mu.Unlock()
 	return nil
+}
+
+// refused records that an append of size bytes failed with err: if for
+// lack of disk space, the spool says so (Stats().DiskFull) until an append
+// succeeds or tidy finds that much room.
+func (s *Spool) refused(err error, size int) {
+	if !noSpace(err) {
+		return
+	}
+	s.mu.Lock()
+	s.noRoom, s.noRoomNeed = err, int64(size)
+	s.mu.Unlock()
 }
 
 // maxSyncPause bounds syncPause.
@@ -908,6 +971,10 @@ type Stats struct {
 	Segments    int    // files
 	Unforwarded uint64 // records not yet acknowledged by Kafka
 	Failed      string // why the spool stopped writing, if it did
+	// DiskFull is why appends fail for lack of disk space (ENOSPC,
+	// EDQUOT), while they do: until one succeeds, or the disk has room
+	// for the one refused.
+	DiskFull string
 	// Quarantined counts the records given up since Open because their
 	// frames were damaged or their segment was gone (see .corrupt files).
 	Quarantined uint64
@@ -924,6 +991,9 @@ func (s *Spool) Stats() Stats {
 	if s.failed != nil {
 		st.Failed = s.failed.Error()
 	}
+	if s.noRoom != nil {
+		st.DiskFull = s.noRoom.Error()
+	}
 	st.Quarantined, st.Parked = s.quarantined.Load(), s.parkedN.Load()
 	return st
 }
@@ -935,12 +1005,13 @@ func (s *Spool) Delivered() Pos {
 	return s.acked
 }
 
-// Ack records that every record before p was delivered, and deletes the
-// segments wholly before it. The cursor is written before any deletion;
-// a crash at any point leads to records being sent again, never skipped.
-// It is safe for concurrent use: acks are applied one at a time, and one
-// behind the delivered position does nothing. A segment that could not be
-// renamed for deletion is tried again by the next Ack. After Close it
+// Ack records that every record before p was delivered, writes the cursor
+// and deletes the segments wholly before it (settle). A crash at any point
+// leads to records being sent again, never skipped. It is safe for
+// concurrent use: acks are applied one at a time, and one behind the
+// delivered position does nothing. A failed cursor write does not fail
+// Ack (see settle); a segment that could not be renamed for deletion
+// fails it, and is tried again by the next Ack or tidy. After Close it
 // returns ErrClosed.
 func (s *Spool) Ack(p Pos) error {
 	s.ackMu.Lock()
@@ -955,6 +1026,22 @@ func (s *Spool) Ack(p Pos) error {
 		return nil
 	}
 	s.acked = p
+	s.mu.Unlock()
+	return s.settle()
+}
+
+// settle writes the cursor at the delivered position (at most every 50 ms,
+// durably when a segment is to be deleted) and deletes the segments wholly
+// before it. The deletion does not wait on the cursor write: were it to,
+// a cursor that cannot be written (a full copy-on-write disk, an I/O
+// error) would keep the room that delivery frees, and the spool full. A
+// crash after the deletion, with the cursor on disk behind it, is safe:
+// Open takes a cursor whose segment is gone for one at the next segment
+// (checkCursor). A failed cursor write is logged, counted, and tried again
+// by tidy. s.ackMu must be held.
+func (s *Spool) settle() error {
+	s.mu.Lock()
+	p := s.acked
 	var del []*segment
 	for _, seg := range s.segs[:len(s.segs)-1] { // never the active one
 		if !s.before(seg, p) {
@@ -962,12 +1049,20 @@ func (s *Spool) Ack(p Pos) error {
 		}
 		del = append(del, seg)
 	}
-	writeCursor := len(del) > 0 || time.Since(s.cursorAt) > 50*time.Millisecond
+	retry := s.cursorErr != nil
+	write := len(del) > 0 || retry || time.Since(s.cursorAt) > 50*time.Millisecond
 	s.mu.Unlock()
-	if writeCursor {
-		if err := s.saveCursor(p, len(del) > 0); err != nil {
-			return err
+	if write {
+		err := s.saveCursor(p, len(del) > 0 || retry)
+		if err != nil {
+			s.metrics.CursorErrors.Inc()
+			s.cursorLog.Log("err", err)
+		} else if retry {
+			s.log.Info("spool: the cursor is written again")
 		}
+		s.mu.Lock()
+		s.cursorErr = err
+		s.mu.Unlock()
 	}
 	for _, seg := range del {
 		size := seg.size
@@ -978,11 +1073,47 @@ func (s *Spool) Ack(p Pos) error {
 			return fmt.Errorf("spool: deleting delivered segment %s: %w", filepath.Base(seg.path), err)
 		}
 		s.mu.Lock()
-		// Only Ack removes segments, in order, under ackMu: seg is the first.
+		// Only settle removes segments, in order, under ackMu: seg is the
+		// first.
 		s.segs = s.segs[1:]
 		s.mu.Unlock()
 	}
 	return nil
+}
+
+// tidyEvery is how often tidy runs.
+const tidyEvery = time.Second
+
+// tidy does what nothing else would do until the next delivery, which may
+// never come (the backlog is delivered, or Kafka is down): it writes a
+// cursor whose write failed, deletes delivered segments whose deletion
+// failed or that a roll sealed after their delivery (a full disk seals the
+// active segment), and clears Stats().DiskFull once the disk has room for
+// the append it refused (that file system's free space, as statfs says:
+// the room may come from elsewhere, and with a load balancer keeping
+// clients away while the spool is unready, no append may come to find
+// out). The deleter calls it every tidyEvery.
+func (s *Spool) tidy() {
+	s.mu.Lock()
+	due := !s.closed && (s.cursorErr != nil || len(s.segs) > 1 && s.before(s.segs[0], s.acked))
+	noRoom, need := s.noRoom != nil, s.noRoomNeed
+	s.mu.Unlock()
+	if due {
+		s.ackMu.Lock()
+		if err := s.settle(); err != nil {
+			s.tidyLog.Log("err", err)
+		}
+		s.ackMu.Unlock()
+	}
+	if noRoom {
+		if free, err := diskFree(s.cfg.Dir); err == nil && free >= need {
+			s.mu.Lock()
+			if s.noRoomNeed == need {
+				s.noRoom = nil
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 // Deleting a delivered segment. unlink(2) of a whole 16 MiB segment took
@@ -1041,14 +1172,19 @@ func (s *Spool) retire(path string, size int64) error {
 	return nil
 }
 
-// deleter deletes the segments retire hands it, until the spool is
-// closed; then those still queued are deleted at once.
+// deleter deletes the segments retire hands it, and calls tidy every
+// tidyEvery, until the spool is closed; then those still queued are
+// deleted at once.
 func (s *Spool) deleter() {
 	defer close(s.deleterDone)
+	t := time.NewTicker(tidyEvery)
+	defer t.Stop()
 	for {
 		select {
 		case d := <-s.deletes:
 			s.deleteInSteps(d)
+		case <-t.C:
+			s.tidy()
 		case <-s.stop:
 			for {
 				select {
@@ -1104,11 +1240,12 @@ func (s *Spool) freed(n int64) {
 }
 
 // pause waits deletePause and reports whether deleteInSteps is to go on:
-// false once the spool is closing. With less than a segment of room left
-// it does not wait: the deletion goes on at once, as the room is needed.
+// false once the spool is closing. With less than a segment of room left,
+// or the disk full, it does not wait: the deletion goes on at once, as the
+// room is needed.
 func (s *Spool) pause() bool {
 	s.mu.Lock()
-	tight := s.held() > s.cfg.MaxBytes-s.cfg.SegmentBytes
+	tight := s.held() > s.cfg.MaxBytes-s.cfg.SegmentBytes || s.noRoom != nil
 	s.mu.Unlock()
 	if tight {
 		select {
@@ -1174,50 +1311,6 @@ func (s *Spool) recount() bool {
 	return true
 }
 
-// saveCursor writes p to the cursor file atomically (write, rename).
-// s.ackMu must be held.
-func (s *Spool) saveCursor(p Pos, durable bool) error {
-	path := filepath.Join(s.cfg.Dir, "cursor")
-	tmp := path + ".tmp"
-	data := fmt.Sprintf("%d %d %d\n", p.Seg, p.Off, p.Seq)
-	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return fmt.Errorf("spool: writing cursor: %w", err)
-	}
-	_, err = io.WriteString(f, data)
-	if err == nil && durable {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = s.fs.Rename(tmp, path)
-	}
-	if err != nil {
-		return fmt.Errorf("spool: writing cursor: %w", err)
-	}
-	s.mu.Lock()
-	s.cursorAt = time.Now()
-	s.mu.Unlock()
-	return nil
-}
-
-// readCursor reads the cursor file; false when there is none or it cannot
-// be parsed.
-func (s *Spool) readCursor() (Pos, bool) {
-	b, err := os.ReadFile(filepath.Join(s.cfg.Dir, "cursor"))
-	if err != nil {
-		return Pos{}, false
-	}
-	var p Pos
-	if _, err := fmt.Sscanf(string(b), "%d %d %d\n", &p.Seg, &p.Off, &p.Seq); err != nil {
-		s.log.Warn("spool: unreadable cursor; sending everything in the spool", "err", err)
-		return Pos{}, false
-	}
-	return p, true
-}
-
 // checkCursor returns the delivered position the cursor p stands for, once
 // checked against the segments on disk (at: what scan found at p.Off in
 // p's segment). A cursor that does not match them is replaced by the start
@@ -1274,10 +1367,12 @@ func (s *Spool) checkCursor(p Pos, have bool, at *scanned) Pos {
 	return bad("past the end of the spool", start)
 }
 
-// Close writes what was accepted, syncs it, and closes the spool. Appends
-// after Close fail with ErrClosed. It is safe to call more than once.
+// Close writes what was accepted, syncs it, writes the cursor, and closes
+// the spool. Appends after Close fail with ErrClosed. A cursor it cannot
+// write is logged, not returned: nothing is lost, the next start sends
+// again what was delivered since the last one. It is safe to call more
+// than once.
 func (s *Spool) Close() error {
-	var err error
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
@@ -1287,7 +1382,12 @@ func (s *Spool) Close() error {
 		<-s.writerDone
 		<-s.deleterDone
 		s.ackMu.Lock()
-		err = s.saveCursor(s.Delivered(), true)
+		if cerr := s.saveCursor(s.Delivered(), true); cerr != nil {
+			s.metrics.CursorErrors.Inc()
+			s.log.Warn("spool: writing the cursor at close; the next start sends again what was delivered since it was last written (duplicates, nothing lost)",
+				"err", cerr)
+		}
+		s.closeCursor()
 		s.ackMu.Unlock()
 		s.parkMu.Lock()
 		if s.parked != nil {
@@ -1297,5 +1397,5 @@ func (s *Spool) Close() error {
 		s.parkMu.Unlock()
 		s.lock.Close()
 	})
-	return err
+	return nil
 }
