@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/event"
 )
 
@@ -49,7 +50,9 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	}
 	meta := s.meta(r)
 	meta.Client = clientID(p)
-	raw, bad := pixelEvent(r.URL.RawQuery)
+	// The query without its credentials: a query that makes no event is
+	// dead-lettered as sent, and a secret must never be stored.
+	raw, bad := pixelEvent(auth.WithoutCredentials(r.URL.RawQuery))
 	var (
 		recs     []event.Record
 		accepted int
