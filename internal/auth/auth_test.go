@@ -778,6 +778,9 @@ func TestWithoutCredentials(t *testing.T) {
 		{"%6b%zz=s3cret&e=x", "e=x"},
 		{"kk=1&ok=2&p.k=3", "kk=1&ok=2&p.k=3"},
 		{"e=%zz&k=s", "e=%zz"},
+		{"k=s&k=t&a=%20x", "a=%20x"},
+		{"kk=1&k&a", "kk=1&a"},
+		{"a=1&&b=%zz", "a=1&&b=%zz"},
 	} {
 		if got := WithoutCredentials(c.in); got != c.want {
 			t.Errorf("WithoutCredentials(%q) = %q, want %q", c.in, got, c.want)
