@@ -129,12 +129,12 @@ func pixelEvent(rawQuery string) ([]byte, *event.Invalid) {
 			continue
 		}
 		if len(vs) > 1 {
-			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonBadField, Msg: fmt.Sprintf("%s= is given %d times; send it once", k, len(vs))}
+			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonBadField, Msg: fmt.Sprintf("%s= is given %d times; send it once", clip(k), len(vs))}
 		}
 		if !utf8.ValidString(k) || !utf8.ValidString(vs[0]) {
 			// As a posted event's would be; json.Marshal would put U+FFFD
 			// in its place.
-			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonMalformed, Msg: fmt.Sprintf("%q= is not valid UTF-8 once unescaped", k)}
+			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonMalformed, Msg: fmt.Sprintf("%q= is not valid UTF-8 once unescaped", clip(k))}
 		}
 	}
 	if q.Get("data") == "" && q.Get("e") == "" && q.Get("event") == "" {
@@ -209,7 +209,7 @@ func pixelQuery(raw string) (url.Values, error) {
 			if err := cmp.Or(kerr, verr); err != nil {
 				why = err.Error()
 			}
-			return nil, fmt.Errorf("%q: %s", pair, why)
+			return nil, fmt.Errorf("%q: %s", clip(pair), clip(why))
 		}
 		q[key] = append(q[key], val)
 	}

@@ -155,3 +155,36 @@ func TestPixelSecretNotStored(t *testing.T) {
 		}
 	}
 }
+
+// TestLongInputNotEchoed: an answer quotes at most maxQuoted bytes of a
+// header or query pair it refuses, also in a dead letter's error.
+func TestLongInputNotEchoed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	long := strings.Repeat("x", 8000)
+	for _, tc := range []struct {
+		name    string
+		headers []string
+	}{
+		{"content type", []string{"Content-Type", "text/" + long}},
+		{"unparsable content type", []string{"Content-Type", "a/b; ===" + long}},
+		{"content encoding", []string{"Content-Type", "application/json", "Content-Encoding", long}},
+		{"origin", []string{"Content-Type", "application/json", "Origin", "https://" + long}},
+	} {
+		r := h.do(t, "POST", "/v1/batch", []byte(`[{"event":"a"}]`), tc.headers...)
+		if strings.Contains(string(r.body), strings.Repeat("x", maxQuoted+1)) || len(r.body) > 600 {
+			t.Errorf("%s: answer %d bytes: %.300s", tc.name, len(r.body), r.body)
+		}
+	}
+	r := h.do(t, "GET", "/i?e=a&p."+long+"=%zz", nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("pixel: %d", r.status)
+	}
+	recs := h.sink.records()
+	if len(recs) == 0 || recs[len(recs)-1].Topic != h.s.cfg.DeadLetterTopicName() {
+		t.Fatalf("%d records, want the pixel's dead letter last", len(recs))
+	}
+	if e, _ := header(recs[len(recs)-1], "inlet-error"); e == "" || len(e) > 400 {
+		t.Errorf("dead letter's error is %d bytes: %.300s", len(e), e)
+	}
+}

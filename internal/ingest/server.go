@@ -215,7 +215,7 @@ func (s *Server) route(name string, methods []string, h http.HandlerFunc) http.H
 			}
 		}
 		w.Header().Set("Allow", allow)
-		s.writeError(w, errorf(http.StatusMethodNotAllowed, "method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(methods, " or ")))
+		s.writeError(w, errorf(http.StatusMethodNotAllowed, "method %s is not allowed on %s; use %s", clip(r.Method), clip(r.URL.Path), strings.Join(methods, " or ")))
 	})
 }
 
@@ -249,7 +249,7 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request, allow string)
 		return
 	}
 	if !s.originAllowed(origin) {
-		s.writeError(w, errorf(http.StatusForbidden, "origin %s is not allowed (see --cors-origins)", origin))
+		s.writeError(w, errorf(http.StatusForbidden, "origin %s is not allowed (see --cors-origins)", clip(origin)))
 		return
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
