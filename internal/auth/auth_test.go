@@ -728,17 +728,23 @@ func TestConfig(t *testing.T) {
 	if c.TokenTTL != 15*time.Minute || c.ReloadInterval != 2*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
-	if err := fs.Parse([]string{"--clients", "c.json", "--auth", "--auth-token-ttl", "1h", "--auth-token-key-file", "k", "--clients-reload-interval", "5s"}); err != nil {
+	if c.FailBurst != 20 || c.FailEvery != 5*time.Second {
+		t.Errorf("throttle defaults: %+v", c)
+	}
+	if err := fs.Parse([]string{"--clients", "c.json", "--auth", "--auth-token-ttl", "1h", "--auth-token-key-file", "k", "--clients-reload-interval", "5s",
+		"--auth-fail-burst", "-1", "--auth-fail-every", "1s"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.ClientsFile != "c.json" || !c.HTTP || c.TokenTTL != time.Hour || c.TokenKeyFile != "k" || c.ReloadInterval != 5*time.Second {
+	if c.ClientsFile != "c.json" || !c.HTTP || c.TokenTTL != time.Hour || c.TokenKeyFile != "k" || c.ReloadInterval != 5*time.Second ||
+		c.FailBurst != -1 || c.FailEvery != time.Second {
 		t.Errorf("flags: %+v", c)
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid: %v", err)
 	}
 	for _, bad := range []Config{{HTTP: true}, {TokenKeyFile: "k"}, {ClientsFile: "c", TokenTTL: time.Millisecond},
-		{ClientsFile: "c", TokenTTL: 48 * time.Hour}, {ClientsFile: "c", ReloadInterval: time.Microsecond}} {
+		{ClientsFile: "c", TokenTTL: 48 * time.Hour}, {ClientsFile: "c", ReloadInterval: time.Microsecond},
+		{ClientsFile: "c", FailBurst: -2}, {ClientsFile: "c", FailEvery: time.Microsecond}} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v: valid", bad)
 		}

@@ -183,3 +183,14 @@ func TestThrottleBounded(t *testing.T) {
 		t.Errorf("%v evictions of addresses still failing, while aged-out ones could go", after-before)
 	}
 }
+
+// TestThrottleOff: --auth-fail-burst -1 never throttles.
+func TestThrottleOff(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.FailBurst = -1 })
+	for range 100 {
+		_, _ = f.a.AuthenticateFrom("192.0.2.1", "a", f.sb)
+	}
+	if _, err := f.a.AuthenticateFrom("192.0.2.1", "a", f.sa); err != nil {
+		t.Errorf("after 100 failures with throttling off: %v", err)
+	}
+}
