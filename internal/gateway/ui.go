@@ -29,7 +29,7 @@ func (g *Gateway) startUI(mux *http.ServeMux, sink ingest.Sink, cfg webui.Config
 		Stopping: g.stopping.Load,
 	}
 	if g.cfg.Auth.HTTP {
-		src.Authorize = g.authorizeUI
+		src.Authorize, src.Recheck = g.authorizeUI, g.recheckUI
 	}
 	webui.Register(mux, cfg, src)
 	if !cfg.UI {
@@ -79,6 +79,14 @@ func (g *Gateway) authorizeUI(w http.ResponseWriter, r *http.Request) bool {
 		return refuse(http.StatusForbidden, fmt.Sprintf("client %q is not an admin: the live page is for admin clients (`inlet clients add --admin`)", p.Client.ID))
 	}
 	return true
+}
+
+// recheckUI reports whether the caller of an open live stream is still an
+// admin client with these credentials (the clients file may have changed
+// since the stream opened). It is not counted against the caller's address.
+func (g *Gateway) recheckUI(r *http.Request) bool {
+	p, err := g.auth.FromHTTP(r, "")
+	return err == nil && p.Client != nil && p.Client.Admin
 }
 
 // deliveryNote is what the live page can say of a record's place in Kafka

@@ -27,6 +27,11 @@ type Source struct {
 	// challenge, 403, 429) and returns false. The live page shows user
 	// data: the gateway sets it with --auth.
 	Authorize func(w http.ResponseWriter, r *http.Request) bool
+	// Recheck, when set, is asked every statsEvery whether the caller of
+	// an open stream may still watch: one whose client was removed from
+	// the clients file, or is no longer an admin, loses its stream within
+	// a second rather than when it goes away.
+	Recheck func(r *http.Request) bool
 }
 
 // statsEvery is how often a live page gets counters and state.
@@ -111,6 +116,9 @@ func (s *stream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		case <-tick.C:
 			if s.src.Stopping != nil && s.src.Stopping() {
+				return
+			}
+			if s.src.Recheck != nil && !s.src.Recheck(r) {
 				return
 			}
 			buf = s.appendStats(buf)

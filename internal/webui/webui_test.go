@@ -372,3 +372,23 @@ func TestAuthorizeGuardsUI(t *testing.T) {
 		t.Errorf("Authorize asked %d times, want 6", n)
 	}
 }
+
+// TestStreamEndsWhenNoLongerAllowed: an open stream whose caller Recheck
+// refuses (its client removed, or no longer an admin) ends within a few
+// seconds; until then it goes on.
+func TestStreamEndsWhenNoLongerAllowed(t *testing.T) {
+	cfg := DefaultConfig()
+	var revoked atomic.Bool
+	srv := newServer(t, cfg, Source{Recheck: func(*http.Request) bool { return !revoked.Load() }})
+	s, _ := openStream(t, srv.URL+"/ui/stream")
+	s.nextOf(t, "stats")
+	s.nextOf(t, "stats") // a recheck passed
+	revoked.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(s.r); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end within 5 s of its caller losing its right to watch")
+	}
+}
