@@ -537,12 +537,19 @@ func WithoutCredentials(q string) string {
 	if !strings.Contains(q, QueryParam) && !strings.Contains(q, "%") {
 		return q
 	}
-	var b strings.Builder
-	dropped := false
+	has := false
 	for part := range strings.SplitSeq(q, "&") {
-		name, _, _ := strings.Cut(part, "=")
-		if u, err := url.QueryUnescape(name); u == QueryParam || (err != nil && strings.Contains(strings.ToLower(name), "%6b")) {
-			dropped = true
+		if isCredential(part) {
+			has = true
+			break
+		}
+	}
+	if !has {
+		return q // without allocating: most queries
+	}
+	var b strings.Builder
+	for part := range strings.SplitSeq(q, "&") {
+		if isCredential(part) {
 			continue
 		}
 		if b.Len() > 0 {
@@ -550,10 +557,22 @@ func WithoutCredentials(q string) string {
 		}
 		b.WriteString(part)
 	}
-	if !dropped {
-		return q
-	}
 	return b.String()
+}
+
+// isCredential reports whether the query pair part is a k= (its name
+// escaped or not; a name that cannot be unescaped but may spell k is
+// taken as one).
+func isCredential(part string) bool {
+	name, _, _ := strings.Cut(part, "=")
+	if name == QueryParam {
+		return true
+	}
+	if !strings.Contains(name, "%") {
+		return false
+	}
+	u, err := url.QueryUnescape(name)
+	return u == QueryParam || (err != nil && strings.Contains(strings.ToLower(name), "%6b"))
 }
 
 // parseBasic reads Basic credentials: (id, token), or ("", token) for a

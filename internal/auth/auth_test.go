@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -791,5 +792,16 @@ func TestWithoutCredentials(t *testing.T) {
 		if got := WithoutCredentials(c.in); got != c.want {
 			t.Errorf("WithoutCredentials(%q) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+func BenchmarkWithoutCredentials(b *testing.B) {
+	for _, q := range []string{"e=click&uid=u1&p.sku=A1&cb=123", "e=click&uid=u1&k=0123456789abcdef0123456789abcdef012&cb=1"} {
+		b.Run(fmt.Sprint(len(q)), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = WithoutCredentials(q)
+			}
+		})
 	}
 }
