@@ -89,7 +89,7 @@ func runClientsAdd(args []string, env Env) error {
 	fs.StringVar(&c.DefaultGroup, "default-group", "", "group of the client's events that name none (empty: the gateway's --catalog-default-group)")
 	fs.Float64Var(&c.Rate, "rate", 0, "events (or catalog calls) per second the client may send; 0: no limit")
 	fs.IntVar(&c.Burst, "burst", 0, "how many events may come at once over --rate (0: the rate, at least 1)")
-	fs.BoolVar(&c.Admin, "admin", false, "the client may change the catalog (Upsert, Block)")
+	fs.BoolVar(&c.Admin, "admin", false, "the client may change the catalog (Upsert, Block) and, with --auth, watch the live events page (/ui), which shows user data")
 	pos, err := parseFlagsArgs(fs, args, env)
 	if err != nil {
 		return err

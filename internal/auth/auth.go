@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -83,6 +84,12 @@ type Authenticator struct {
 	key atomic.Pointer[[]byte]
 	// verified are session tokens whose MAC was checked with key.
 	verified tokenCache
+	// fails throttles source addresses that present bad credentials; nil
+	// when off.
+	fails *failures
+	// dummy is compared with a secret's hash for an unknown client id, so
+	// that it takes the time a known one's wrong secret does.
+	dummy [32]byte
 
 	reloadMu  sync.Mutex // one reload at a time; guards the stamps
 	clientsAt stamp
@@ -110,6 +117,10 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticat
 	}
 	a := &Authenticator{cfg: cfg, log: log, stop: make(chan struct{}), done: make(chan struct{})}
 	a.m = newMetrics(a)
+	if _, err := rand.Read(a.dummy[:]); err != nil {
+		return nil, fmt.Errorf("auth: reading random bytes: %w", err)
+	}
+	a.fails = newFailures(cfg.FailBurst, cfg.FailEvery, cfg.FailSources, a.m.throttleEvictions.Inc)
 	a.clientsAt = stampOf(cfg.ClientsFile)
 	cs, err := ReadFile(cfg.ClientsFile)
 	if err != nil {
@@ -312,14 +323,47 @@ func (a *Authenticator) Client(id string) (Client, bool) {
 // (a session token names it; a secret is found by its hash). For a secret
 // the answer carries a new session token (Principal.Session) the client
 // may present instead until Principal.Expires; for a session token, that
-// token. Errors wrap ErrMissing, ErrUnknownClient, ErrBadSecret,
-// ErrExpired, ErrTampered or ErrWrongClient, and never contain the token.
+// token. Errors wrap ErrMissing, ErrBadCredentials, ErrExpired,
+// ErrTampered or ErrWrongClient, and never contain the token. Failures are
+// not throttled: see AuthenticateFrom.
 func (a *Authenticator) Authenticate(clientID, token string) (Principal, error) {
+	return a.AuthenticateFrom("", clientID, token)
+}
+
+// AuthenticateFrom is Authenticate for a caller at source, an IP address
+// (the peer's, or the client's behind a trusted proxy): once source has
+// presented bad credentials too often (Config.FailBurst, FailEvery), it is
+// refused with ErrThrottled, whatever its credentials, until its failures
+// have aged out. A source that is not an IP address ("") is not throttled.
+func (a *Authenticator) AuthenticateFrom(source, clientID, token string) (Principal, error) {
+	if err := a.throttled(source); err != nil {
+		return Principal{}, err
+	}
 	p, err := a.authenticate(clientID, token, true)
 	if err != nil {
-		a.m.fail(err)
+		a.failed(source, err)
 	}
 	return p, err
+}
+
+// throttled refuses source while it has failed too often.
+func (a *Authenticator) throttled(source string) error {
+	if d := a.fails.wait(source, a.cfg.Now()); d > 0 {
+		err := &throttleError{wait: d}
+		a.m.fail(err)
+		return err
+	}
+	return nil
+}
+
+// failed counts a refused credential, and, when it was a guess (not
+// missing credentials nor a session token past its expiry), a failure of
+// source.
+func (a *Authenticator) failed(source string, err error) {
+	a.m.fail(err)
+	if !errors.Is(err, ErrMissing) && !errors.Is(err, ErrExpired) {
+		a.fails.fail(source, a.cfg.Now())
+	}
 }
 
 // authenticate is Authenticate; with mint false, a secret gets no session
@@ -339,14 +383,18 @@ func (a *Authenticator) authenticate(clientID, token string, mint bool) (Princip
 		// A map lookup by the hash: its timing depends on the hash, which
 		// tells nothing of the secret.
 		if e = s.byHash[h]; e == nil {
-			return Principal{}, fmt.Errorf("%w: no client has this secret", ErrUnknownClient)
+			return Principal{}, ErrBadCredentials
 		}
 	} else {
-		if e = s.byID[clientID]; e == nil {
-			return Principal{}, fmt.Errorf("%w: the client id is not in the clients file", ErrUnknownClient)
+		// One path for an unknown id and a wrong secret: an unknown id's
+		// secret is compared with a hash no secret has, in the same time.
+		e = s.byID[clientID]
+		want := &a.dummy
+		if e != nil {
+			want = &e.hash
 		}
-		if subtle.ConstantTimeCompare(h[:], e.hash[:]) != 1 {
-			return Principal{}, fmt.Errorf("%w for client %q", ErrBadSecret, e.client.ID)
+		if subtle.ConstantTimeCompare(h[:], want[:]) != 1 || e == nil {
+			return Principal{}, ErrBadCredentials
 		}
 	}
 	if !mint {
@@ -376,14 +424,12 @@ func (a *Authenticator) session(s *clientSet, clientID, token string) (Principal
 		return Principal{}, fmt.Errorf("%w at %s: present the secret again for a new one", ErrExpired, c.exp.UTC().Format(time.RFC3339))
 	}
 	if clientID != "" && clientID != c.id {
-		if s.byID[clientID] == nil {
-			return Principal{}, fmt.Errorf("%w: the client id is not in the clients file", ErrUnknownClient)
-		}
-		return Principal{}, fmt.Errorf("%w: presented for client %q", ErrWrongClient, clientID)
+		// Whether clientID exists or not: the answer must not tell.
+		return Principal{}, ErrWrongClient
 	}
 	e := s.byID[c.id]
 	if e == nil {
-		return Principal{}, fmt.Errorf("%w: client %q of this session token was removed", ErrUnknownClient, c.id)
+		return Principal{}, fmt.Errorf("%w: client %q of this session token was removed", ErrBadCredentials, c.id)
 	}
 	if subtle.ConstantTimeCompare(c.fp[:], e.fp[:]) != 1 {
 		return Principal{}, fmt.Errorf("%w: client %q has a new secret since this session token was made: present it", ErrExpired, c.id)
@@ -438,10 +484,14 @@ func (t *tokenCache) add(key *[]byte, token string, c claims) {
 // where token is a secret or a session token. A secret gets no new session
 // token (Principal.Session is empty). No credentials: ErrMissing;
 // a malformed Authorization header: ErrMissing with what is wrong.
-func (a *Authenticator) FromHTTP(r *http.Request) (Principal, error) {
+// source is the caller's address, throttled as AuthenticateFrom does.
+func (a *Authenticator) FromHTTP(r *http.Request, source string) (Principal, error) {
+	if err := a.throttled(source); err != nil {
+		return Principal{}, err
+	}
 	p, err := a.fromHTTP(r)
 	if err != nil {
-		a.m.fail(err)
+		a.failed(source, err)
 	}
 	return p, err
 }
@@ -469,10 +519,60 @@ func (a *Authenticator) fromHTTP(r *http.Request) (Principal, error) {
 			return Principal{}, fmt.Errorf("%w: Authorization scheme %q: want Bearer or Basic", ErrMissing, scheme)
 		}
 	}
-	if k := r.URL.Query().Get("k"); k != "" {
+	if k := r.URL.Query().Get(QueryParam); k != "" {
 		return a.authenticate("", k, false)
 	}
 	return Principal{}, fmt.Errorf("%w: send Authorization: Bearer <secret or session token>, Basic with the client id as user, or k=<token> in the query", ErrMissing)
+}
+
+// QueryParam is the query parameter that carries credentials (k=).
+const QueryParam = "k"
+
+// WithoutCredentials is the raw query q without its credentials (every
+// k= parameter, however its name is escaped, with a value or not), the
+// other parameters as they were sent. Use it wherever a query is kept or
+// shown: a record, a dead letter, a log line, a page. It returns q itself
+// when there is nothing to take out.
+func WithoutCredentials(q string) string {
+	if !strings.Contains(q, QueryParam) && !strings.Contains(q, "%") {
+		return q
+	}
+	has := false
+	for part := range strings.SplitSeq(q, "&") {
+		if isCredential(part) {
+			has = true
+			break
+		}
+	}
+	if !has {
+		return q // without allocating: most queries
+	}
+	var b strings.Builder
+	for part := range strings.SplitSeq(q, "&") {
+		if isCredential(part) {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(part)
+	}
+	return b.String()
+}
+
+// isCredential reports whether the query pair part is a k= (its name
+// escaped or not; a name that cannot be unescaped but may spell k is
+// taken as one).
+func isCredential(part string) bool {
+	name, _, _ := strings.Cut(part, "=")
+	if name == QueryParam {
+		return true
+	}
+	if !strings.Contains(name, "%") {
+		return false
+	}
+	u, err := url.QueryUnescape(name)
+	return u == QueryParam || (err != nil && strings.Contains(strings.ToLower(name), "%6b"))
 }
 
 // parseBasic reads Basic credentials: (id, token), or ("", token) for a
@@ -510,8 +610,8 @@ func (a *Authenticator) Allow(p Principal, n int) (retryAfter time.Duration, err
 	}
 	e := a.set.Load().byID[p.Client.ID]
 	if e == nil {
-		a.m.fail(ErrUnknownClient)
-		return 0, fmt.Errorf("%w: client %q was removed", ErrUnknownClient, p.Client.ID)
+		a.m.fail(ErrBadCredentials)
+		return 0, fmt.Errorf("%w: client %q was removed", ErrBadCredentials, p.Client.ID)
 	}
 	if e.lim == nil || n <= 0 {
 		return 0, nil
@@ -545,7 +645,8 @@ func (a *Authenticator) AllowGroup(p Principal, group string) error {
 
 // HTTPStatus is the HTTP status of an error of this package: 401 for
 // missing or bad credentials, 403 for ErrForbidden, 429 for
-// ErrRateLimited, 413 for ErrOverBurst; 200 for nil and 500 for others.
+// ErrRateLimited and ErrThrottled, 413 for ErrOverBurst; 200 for nil and
+// 500 for others.
 func HTTPStatus(err error) int {
 	switch {
 	case err == nil:
@@ -556,8 +657,7 @@ func HTTPStatus(err error) int {
 		return http.StatusTooManyRequests
 	case errors.Is(err, ErrForbidden):
 		return http.StatusForbidden
-	case errors.Is(err, ErrMissing), errors.Is(err, ErrUnknownClient), errors.Is(err, ErrBadSecret),
-		errors.Is(err, ErrExpired), errors.Is(err, ErrTampered), errors.Is(err, ErrWrongClient):
+	case errors.Is(err, ErrMissing), errors.Is(err, ErrBadCredentials), errors.Is(err, ErrExpired), errors.Is(err, ErrTampered), errors.Is(err, ErrWrongClient):
 		return http.StatusUnauthorized
 	}
 	return http.StatusInternalServerError
@@ -576,7 +676,7 @@ const (
 // Bearer challenge, with error="invalid_token" (RFC 6750) when credentials
 // were given but refused. The description is the error's kind only.
 func WWWAuthenticate(err error) string {
-	for _, k := range []error{ErrUnknownClient, ErrBadSecret, ErrExpired, ErrTampered, ErrWrongClient} {
+	for _, k := range []error{ErrBadCredentials, ErrExpired, ErrTampered, ErrWrongClient} {
 		if errors.Is(err, k) {
 			return BearerChallenge + `, error="invalid_token", error_description="` + strings.TrimPrefix(k.Error(), "auth: ") + `"`
 		}
@@ -585,8 +685,8 @@ func WWWAuthenticate(err error) string {
 }
 
 // Reason is a short label of an error of this package, as the metrics
-// count it: missing, unknown_client, bad_secret, expired, tampered,
-// wrong_client, forbidden, rate_limited, over_burst, or "" for others.
+// count it: missing, bad_credentials, expired, tampered, wrong_client,
+// forbidden, throttled, rate_limited, over_burst, or "" for others.
 func Reason(err error) string {
 	for _, k := range reasons {
 		if errors.Is(err, k.err) {
@@ -600,24 +700,27 @@ var reasons = []struct {
 	err  error
 	name string
 }{
-	{ErrMissing, "missing"}, {ErrUnknownClient, "unknown_client"}, {ErrBadSecret, "bad_secret"},
+	{ErrMissing, "missing"}, {ErrBadCredentials, "bad_credentials"},
 	{ErrExpired, "expired"}, {ErrTampered, "tampered"}, {ErrWrongClient, "wrong_client"},
-	{ErrForbidden, "forbidden"}, {ErrOverBurst, "over_burst"}, {ErrRateLimited, "rate_limited"},
+	{ErrForbidden, "forbidden"}, {ErrThrottled, "throttled"},
+	{ErrOverBurst, "over_burst"}, {ErrRateLimited, "rate_limited"},
 }
 
 // metrics are the package's Prometheus metrics.
 type metrics struct {
-	failures     *prometheus.CounterVec
-	rateLimited  *prometheus.CounterVec
-	reloadErrors prometheus.Counter
-	clients      prometheus.GaugeFunc
+	failures          *prometheus.CounterVec
+	rateLimited       *prometheus.CounterVec
+	reloadErrors      prometheus.Counter
+	clients           prometheus.GaugeFunc
+	throttleEvictions prometheus.Counter
+	throttleSources   prometheus.GaugeFunc
 }
 
 func newMetrics(a *Authenticator) *metrics {
 	m := &metrics{
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inlet_auth_failures_total",
-			Help: "Credentials refused, by reason (missing, unknown_client, bad_secret, expired, tampered, wrong_client, forbidden).",
+			Help: "Credentials refused, by reason (missing, bad_credentials, expired, tampered, wrong_client, forbidden, throttled: refused unchecked, its address having failed too often).",
 		}, []string{"reason"}),
 		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inlet_auth_rate_limited_total",
@@ -636,6 +739,14 @@ func newMetrics(a *Authenticator) *metrics {
 			}
 			return 0
 		}),
+		throttleEvictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inlet_auth_throttle_evictions_total",
+			Help: "Addresses with recent bad credentials forgotten to make room for another (the table holds 65,536): each gets its --auth-fail-burst again.",
+		}),
+		throttleSources: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "inlet_auth_throttle_sources",
+			Help: "Source addresses remembered for their recent bad credentials.",
+		}, func() float64 { return float64(a.fails.len()) }),
 	}
 	for _, k := range reasons[:7] {
 		m.failures.WithLabelValues(k.name) // export zeros
@@ -644,7 +755,7 @@ func newMetrics(a *Authenticator) *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.failures, m.rateLimited, m.reloadErrors, m.clients} {
+	for _, c := range []prometheus.Collector{m.failures, m.rateLimited, m.reloadErrors, m.clients, m.throttleEvictions, m.throttleSources} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -156,16 +157,16 @@ func TestAuthenticate(t *testing.T) {
 	}{
 		{"missing", "a", "", ErrMissing, 0, 401},
 		{"missing both", "", "", ErrMissing, 0, 401},
-		{"unknown client", "nobody", f.sa, ErrUnknownClient, 0, 401},
-		{"unknown secret", "", unknownSecret, ErrUnknownClient, 0, 401},
-		{"wrong secret", "a", f.sb, ErrBadSecret, 0, 401},
-		{"secret given as id", f.sa, f.sa, ErrUnknownClient, 0, 401},
+		{"unknown client", "nobody", f.sa, ErrBadCredentials, 0, 401},
+		{"unknown secret", "", unknownSecret, ErrBadCredentials, 0, 401},
+		{"wrong secret", "a", f.sb, ErrBadCredentials, 0, 401},
+		{"secret given as id", f.sa, f.sa, ErrBadCredentials, 0, 401},
 		{"tampered payload", "a", flip(tokA, 1), ErrTampered, 0, 401},
 		{"tampered mac", "a", flip(tokA, 2), ErrTampered, 0, 401},
-		{"tampered version", "a", "v2" + tokA[2:], ErrBadSecret, 0, 401}, // not a v1 token: taken as a secret
+		{"tampered version", "a", "v2" + tokA[2:], ErrBadCredentials, 0, 401}, // not a v1 token: taken as a secret
 		{"truncated", "a", tokA[:len(tokA)-3], ErrTampered, 0, 401},
 		{"token of another client", "b", tokA, ErrWrongClient, 0, 401},
-		{"token for an unknown client", "nobody", tokA, ErrUnknownClient, 0, 401},
+		{"token for an unknown client", "nobody", tokA, ErrWrongClient, 0, 401},
 		{"expired", "a", tokA, ErrExpired, DefaultTokenTTL - time.Minute, 401},
 	}
 	for _, c := range cases {
@@ -244,8 +245,8 @@ func TestFromHTTP(t *testing.T) {
 		{"malformed basic: empty", basic(":"), "", ErrMissing},
 		{"other scheme", "Digest " + f.sa, "", ErrMissing},
 		{"no scheme", f.sa, "", ErrMissing},
-		{"basic wrong secret", basic("a:" + f.sb), "", ErrBadSecret},
-		{"basic unknown id", basic("zz:" + f.sa), "", ErrUnknownClient},
+		{"basic wrong secret", basic("a:" + f.sb), "", ErrBadCredentials},
+		{"basic unknown id", basic("zz:" + f.sa), "", ErrBadCredentials},
 		{"basic token of another client", basic("b:" + tok), "", ErrWrongClient},
 		{"bearer tampered", "Bearer " + flip(tok, 2), "", ErrTampered},
 		{"query tampered", "", "k=" + flip(tok, 1), ErrTampered},
@@ -256,7 +257,7 @@ func TestFromHTTP(t *testing.T) {
 			if c.auth != "" {
 				r.Header.Set("Authorization", c.auth)
 			}
-			p, err := f.a.FromHTTP(r)
+			p, err := f.a.FromHTTP(r, "")
 			if c.want == nil {
 				if err != nil || p.Client.ID != "a" {
 					t.Fatalf("%+v, %v: want client a", p, err)
@@ -289,14 +290,14 @@ func TestReload(t *testing.T) {
 		_, err := f.a.Authenticate("c", sc)
 		return err == nil
 	})
-	if _, err := f.a.Authenticate("a", f.sa); !errors.Is(err, ErrUnknownClient) {
-		t.Errorf("secret of removed client a: %v, want ErrUnknownClient", err)
+	if _, err := f.a.Authenticate("a", f.sa); !errors.Is(err, ErrBadCredentials) {
+		t.Errorf("secret of removed client a: %v, want ErrBadCredentials", err)
 	}
-	if _, err := f.a.Authenticate("", f.sa); !errors.Is(err, ErrUnknownClient) {
-		t.Errorf("secret of removed client a alone: %v, want ErrUnknownClient", err)
+	if _, err := f.a.Authenticate("", f.sa); !errors.Is(err, ErrBadCredentials) {
+		t.Errorf("secret of removed client a alone: %v, want ErrBadCredentials", err)
 	}
-	if _, err := f.a.Authenticate("", tokA); !errors.Is(err, ErrUnknownClient) {
-		t.Errorf("session token of removed client a: %v, want ErrUnknownClient", err)
+	if _, err := f.a.Authenticate("", tokA); !errors.Is(err, ErrBadCredentials) {
+		t.Errorf("session token of removed client a: %v, want ErrBadCredentials", err)
 	}
 	if _, err := f.a.Authenticate("b", f.sb); err != nil {
 		t.Errorf("b, kept: %v", err)
@@ -336,7 +337,7 @@ func TestReload(t *testing.T) {
 		_, err := f.a.Authenticate("a", f.sa)
 		return err == nil
 	})
-	if _, err := f.a.Authenticate("c", sc); !errors.Is(err, ErrUnknownClient) {
+	if _, err := f.a.Authenticate("c", sc); !errors.Is(err, ErrBadCredentials) {
 		t.Errorf("client c after the file lost it: %v", err)
 	}
 	if got := testutil.ToFloat64(f.a.m.reloadErrors); got < 4 {
@@ -369,8 +370,8 @@ func TestSecretRotation(t *testing.T) {
 		_, err := f.a.Authenticate("a", s2)
 		return err == nil
 	})
-	if _, err := f.a.Authenticate("a", f.sa); !errors.Is(err, ErrBadSecret) {
-		t.Errorf("old secret: %v, want ErrBadSecret", err)
+	if _, err := f.a.Authenticate("a", f.sa); !errors.Is(err, ErrBadCredentials) {
+		t.Errorf("old secret: %v, want ErrBadCredentials", err)
 	}
 	if _, err := f.a.Authenticate("a", tok); !errors.Is(err, ErrExpired) {
 		t.Errorf("session of the old secret: %v, want ErrExpired", err)
@@ -451,8 +452,8 @@ func TestRateLimit(t *testing.T) {
 	if err := f.a.Reload(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.a.Allow(p, 1); !errors.Is(err, ErrUnknownClient) {
-		t.Errorf("removed client: %v, want ErrUnknownClient", err)
+	if _, err := f.a.Allow(p, 1); !errors.Is(err, ErrBadCredentials) {
+		t.Errorf("removed client: %v, want ErrBadCredentials", err)
 	}
 	if _, err := f.a.Allow(Principal{}, 1); !errors.Is(err, ErrMissing) {
 		t.Errorf("no principal: %v", err)
@@ -712,7 +713,7 @@ func FuzzParseToken(f *testing.F) {
 }
 
 func TestHTTPStatus(t *testing.T) {
-	for err, want := range map[error]int{nil: 200, ErrMissing: 401, ErrUnknownClient: 401, ErrBadSecret: 401,
+	for err, want := range map[error]int{nil: 200, ErrMissing: 401, ErrBadCredentials: 401, ErrThrottled: 429, &throttleError{time.Second}: 429,
 		ErrExpired: 401, ErrTampered: 401, ErrWrongClient: 401, ErrForbidden: 403, ErrRateLimited: 429,
 		ErrOverBurst: 413, errors.New("other"): 500} {
 		if got := HTTPStatus(err); got != want {
@@ -728,17 +729,23 @@ func TestConfig(t *testing.T) {
 	if c.TokenTTL != 15*time.Minute || c.ReloadInterval != 2*time.Second {
 		t.Errorf("defaults: %+v", c)
 	}
-	if err := fs.Parse([]string{"--clients", "c.json", "--auth", "--auth-token-ttl", "1h", "--auth-token-key-file", "k", "--clients-reload-interval", "5s"}); err != nil {
+	if c.FailBurst != 20 || c.FailEvery != 5*time.Second {
+		t.Errorf("throttle defaults: %+v", c)
+	}
+	if err := fs.Parse([]string{"--clients", "c.json", "--auth", "--auth-token-ttl", "1h", "--auth-token-key-file", "k", "--clients-reload-interval", "5s",
+		"--auth-fail-burst", "-1", "--auth-fail-every", "1s"}); err != nil {
 		t.Fatal(err)
 	}
-	if c.ClientsFile != "c.json" || !c.HTTP || c.TokenTTL != time.Hour || c.TokenKeyFile != "k" || c.ReloadInterval != 5*time.Second {
+	if c.ClientsFile != "c.json" || !c.HTTP || c.TokenTTL != time.Hour || c.TokenKeyFile != "k" || c.ReloadInterval != 5*time.Second ||
+		c.FailBurst != -1 || c.FailEvery != time.Second {
 		t.Errorf("flags: %+v", c)
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid: %v", err)
 	}
 	for _, bad := range []Config{{HTTP: true}, {TokenKeyFile: "k"}, {ClientsFile: "c", TokenTTL: time.Millisecond},
-		{ClientsFile: "c", TokenTTL: 48 * time.Hour}, {ClientsFile: "c", ReloadInterval: time.Microsecond}} {
+		{ClientsFile: "c", TokenTTL: 48 * time.Hour}, {ClientsFile: "c", ReloadInterval: time.Microsecond},
+		{ClientsFile: "c", FailBurst: -2}, {ClientsFile: "c", FailEvery: time.Microsecond}} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v: valid", bad)
 		}
@@ -761,5 +768,40 @@ func TestClientGroup(t *testing.T) {
 		if got := c.client.Group(); got != c.want {
 			t.Errorf("%+v: Group() = %q, want %q", c.client, got, c.want)
 		}
+	}
+}
+
+func TestWithoutCredentials(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"e=view&uid=u1", "e=view&uid=u1"},
+		{"k=s3cret", ""},
+		{"e=view&k=s3cret&uid=u1", "e=view&uid=u1"},
+		{"k=a&e=view&k=b", "e=view"},
+		{"%6B=s3cret&e=x", "e=x"},
+		{"%6b=s3cret", ""},
+		{"k", ""},
+		{"k=%zz&e=x", "e=x"},
+		{"%6b%zz=s3cret&e=x", "e=x"},
+		{"kk=1&ok=2&p.k=3", "kk=1&ok=2&p.k=3"},
+		{"e=%zz&k=s", "e=%zz"},
+		{"k=s&k=t&a=%20x", "a=%20x"},
+		{"kk=1&k&a", "kk=1&a"},
+		{"a=1&&b=%zz", "a=1&&b=%zz"},
+	} {
+		if got := WithoutCredentials(c.in); got != c.want {
+			t.Errorf("WithoutCredentials(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+func BenchmarkWithoutCredentials(b *testing.B) {
+	for _, q := range []string{"e=click&uid=u1&p.sku=A1&cb=123", "e=click&uid=u1&k=0123456789abcdef0123456789abcdef012&cb=1"} {
+		b.Run(fmt.Sprint(len(q)), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = WithoutCredentials(q)
+			}
+		})
 	}
 }

@@ -11,6 +11,13 @@ import (
 const (
 	DefaultTokenTTL       = 15 * time.Minute
 	DefaultReloadInterval = 2 * time.Second
+	// DefaultFailBurst and DefaultFailEvery: an address may present bad
+	// credentials 20 times at once, then once every 5 s.
+	DefaultFailBurst = 20
+	DefaultFailEvery = 5 * time.Second
+	// DefaultFailSources bounds the addresses whose failures are
+	// remembered: 65,536, about 3 MB.
+	DefaultFailSources = 1 << 16
 	// MaxTokenTTL bounds --auth-token-ttl: a session token cannot be
 	// revoked before its expiry except by removing its client or changing
 	// the key.
@@ -33,13 +40,22 @@ type Config struct {
 	// ReloadInterval is how often the files are checked for changes
 	// (--clients-reload-interval).
 	ReloadInterval time.Duration
+	// FailBurst is how many bad credentials a source address may present
+	// at once (--auth-fail-burst), FailEvery how often one more is allowed
+	// after (--auth-fail-every); past them its requests are answered 429
+	// with Retry-After. FailBurst -1 turns this off (0 is the default).
+	FailBurst int
+	FailEvery time.Duration
+	// FailSources bounds the addresses remembered (DefaultFailSources
+	// when 0).
+	FailSources int
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
 }
 
 // DefaultConfig is the configuration of the flags' defaults.
 func DefaultConfig() Config {
-	return Config{TokenTTL: DefaultTokenTTL, ReloadInterval: DefaultReloadInterval}
+	return Config{TokenTTL: DefaultTokenTTL, ReloadInterval: DefaultReloadInterval, FailBurst: DefaultFailBurst, FailEvery: DefaultFailEvery}
 }
 
 // withDefaults fills the zero durations and the clock.
@@ -49,6 +65,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ReloadInterval == 0 {
 		c.ReloadInterval = DefaultReloadInterval
+	}
+	if c.FailBurst == 0 {
+		c.FailBurst = DefaultFailBurst
+	}
+	if c.FailEvery == 0 {
+		c.FailEvery = DefaultFailEvery
+	}
+	if c.FailSources == 0 {
+		c.FailSources = DefaultFailSources
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -60,12 +85,14 @@ func (c Config) withDefaults() Config {
 // values (DefaultConfig's where c's are zero).
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	d := c.withDefaults()
-	c.TokenTTL, c.ReloadInterval = d.TokenTTL, d.ReloadInterval
+	c.TokenTTL, c.ReloadInterval, c.FailBurst, c.FailEvery = d.TokenTTL, d.ReloadInterval, d.FailBurst, d.FailEvery
 	fs.StringVar(&c.ClientsFile, "clients", c.ClientsFile, "clients `FILE` (ids, hashed secrets, groups, rates; made with `inlet clients add`), reloaded on change")
 	fs.BoolVar(&c.HTTP, "auth", c.HTTP, "require client credentials on HTTP ingest and request-reply (/v1/rpc): Authorization Bearer or Basic (client id as user), or k= in the query (needs --clients)")
 	fs.DurationVar(&c.TokenTTL, "auth-token-ttl", c.TokenTTL, "how long a session token (returned for a secret) is valid")
 	fs.StringVar(&c.TokenKeyFile, "auth-token-key-file", c.TokenKeyFile, "`FILE` with the HMAC key of session tokens (32 bytes or more), the same on every instance so their tokens work on all; empty: a random key, tokens valid on this instance only")
 	fs.DurationVar(&c.ReloadInterval, "clients-reload-interval", c.ReloadInterval, "how often --clients and --auth-token-key-file are checked for changes")
+	fs.IntVar(&c.FailBurst, "auth-fail-burst", c.FailBurst, "bad credentials one source address may present at once before its requests are answered 429 (-1: never throttle)")
+	fs.DurationVar(&c.FailEvery, "auth-fail-every", c.FailEvery, "after --auth-fail-burst failures, a source address may fail once more per this long")
 }
 
 // Validate reports the first invalid setting.
@@ -80,6 +107,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--auth-token-ttl %v: want 1s to %v", c.TokenTTL, MaxTokenTTL)
 	case c.ReloadInterval < 10*time.Millisecond:
 		return fmt.Errorf("--clients-reload-interval %v: want 10ms or more", c.ReloadInterval)
+	case c.FailBurst < -1:
+		return fmt.Errorf("--auth-fail-burst %d: want 1 or more, or -1 to never throttle", c.FailBurst)
+	case c.FailEvery < time.Millisecond:
+		return fmt.Errorf("--auth-fail-every %v: want 1ms or more", c.FailEvery)
+	case c.FailSources < throttleShards:
+		return fmt.Errorf("auth: %d failing addresses remembered: want %d or more", c.FailSources, throttleShards)
 	}
 	return nil
 }

@@ -16,5 +16,12 @@
 // may present instead; both are accepted until then (the wire contract of
 // inf.Data's AuthRq/AuthRp). Session tokens are checked without the file
 // (an HMAC with a key shared through --auth-token-key-file), and refused
-// once their client is removed or given a new secret.
+// once their client is removed or given a new secret. An admin client may
+// change the catalog and watch the live events page.
+//
+// A refusal never tells an unknown client id from a wrong secret
+// (ErrBadCredentials, one code path), and a source address that presents
+// bad credentials too often is refused unchecked for a while
+// (ErrThrottled; FromHTTP, AuthenticateFrom). WithoutCredentials is a
+// query without its k=, for anything that keeps or shows a query.
 package auth

@@ -22,7 +22,8 @@ type Client struct {
 	// is how many may come at once (default: Rate, at least 1).
 	Rate  float64 `json:"rate,omitzero"`
 	Burst int     `json:"burst,omitzero"`
-	// Admin clients may change the catalog (Upsert, Block).
+	// Admin clients may change the catalog (Upsert, Block) and, with
+	// --auth, open the live events page (/ui), which shows user data.
 	Admin bool `json:"admin,omitzero"`
 	// Created is when the client was added.
 	Created time.Time `json:"created"`
@@ -52,14 +53,23 @@ type Principal struct {
 
 // Errors of authentication and admission, wrapped; each answers 401 (gRPC
 // Unauthenticated), except ErrForbidden (403, PermissionDenied) and
-// ErrRateLimited (429 with Retry-After, ResourceExhausted).
+// ErrRateLimited and ErrThrottled (429 with Retry-After, ResourceExhausted).
 var (
-	ErrMissing       = errors.New("auth: no credentials")
-	ErrUnknownClient = errors.New("auth: unknown client")
-	ErrBadSecret     = errors.New("auth: wrong secret")
-	ErrExpired       = errors.New("auth: session token expired")
-	ErrTampered      = errors.New("auth: session token invalid")
-	ErrWrongClient   = errors.New("auth: session token of another client")
-	ErrForbidden     = errors.New("auth: not allowed")
-	ErrRateLimited   = errors.New("auth: over the client's rate")
+	ErrMissing = errors.New("auth: no credentials")
+	// ErrBadCredentials is an unknown client id, a secret of no client, or
+	// a wrong secret for a client: one error, with one message, found by
+	// one code path that takes the same time, so that an answer never
+	// tells whether a client id exists.
+	ErrBadCredentials = errors.New("auth: unknown client or wrong secret")
+	// ErrUnknownClient and ErrBadSecret are ErrBadCredentials.
+	//
+	// Deprecated: use ErrBadCredentials; the two are no longer told apart.
+	ErrUnknownClient = ErrBadCredentials
+	// Deprecated: use ErrBadCredentials.
+	ErrBadSecret   = ErrBadCredentials
+	ErrExpired     = errors.New("auth: session token expired")
+	ErrTampered    = errors.New("auth: session token invalid")
+	ErrWrongClient = errors.New("auth: session token of another client")
+	ErrForbidden   = errors.New("auth: not allowed")
+	ErrRateLimited = errors.New("auth: over the client's rate")
 )

@@ -255,15 +255,15 @@ func TestAuthRefusedLandsNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name, header, query, want string
 	}{
-		{"unknown client", "Basic " + b64("nobody:"+secret), "", "unknown client"},
-		{"unknown secret", "Bearer not-a-secret", "", "no client has this secret"},
-		{"wrong secret", "Basic " + b64("app:"+shop), "", "wrong secret"},
+		{"unknown client", "Basic " + b64("nobody:"+secret), "", "unknown client or wrong secret"},
+		{"unknown secret", "Bearer not-a-secret", "", "unknown client or wrong secret"},
+		{"wrong secret", "Basic " + b64("app:"+shop), "", "unknown client or wrong secret"},
 		{"expired token", "Bearer " + oldTok.Session, "", "session token expired"},
 		{"tampered token", "Bearer " + tampered, "", "session token invalid"},
 		{"token of another client", "Basic " + b64("app:"+shopTok.Session), "", "session token of another client"},
 		{"missing header", "", "", "no credentials"},
 		{"malformed Basic", "Basic !!!", "", "malformed Basic credentials"},
-		{"wrong k=", "", "?k=not-a-secret", "no client has this secret"},
+		{"wrong k=", "", "?k=not-a-secret", "unknown client or wrong secret"},
 	} {
 		var h []string
 		if tc.header != "" {

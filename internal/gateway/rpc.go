@@ -3,10 +3,8 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -76,8 +74,16 @@ func (g *Gateway) startRPC(brokers []string, mux *http.ServeMux) error {
 		g.log.Info("request-reply enabled", "services", cfg.RPC.Services, "replies", t.Address().String())
 	}
 	rc := cfg.RPC
-	if cfg.Auth.HTTP && g.auth != nil {
+	switch {
+	case cfg.Auth.HTTP && g.auth != nil:
 		rc.Admit = g.admitRPC
+	case rc.ForwardQuery:
+		// No credentials are checked, but a client may send its k= all
+		// the same: it must not reach the topic.
+		rc.Admit = func(r *http.Request) (string, error) {
+			r.URL.RawQuery = auth.WithoutCredentials(r.URL.RawQuery)
+			return "", nil
+		}
 	}
 	h, err := reply.NewHandler(rc, g.router, t, p, g.log)
 	if err != nil {
@@ -109,24 +115,27 @@ func defaultInstanceID(listen string) string {
 // event: 401 with WWW-Authenticate for credentials refused, 429 with
 // Retry-After over the rate. It returns the client's id.
 func (g *Gateway) admitRPC(r *http.Request) (string, error) {
-	p, err := g.auth.FromHTTP(r)
+	p, err := g.auth.FromHTTP(r, g.ingest.ClientIP(r))
 	if err == nil && p.Client == nil {
-		err = fmt.Errorf("%w: the credentials name no client", auth.ErrUnknownClient)
+		err = fmt.Errorf("%w: the credentials name no client", auth.ErrBadCredentials)
 	}
 	if err != nil {
 		rf := &reply.Refusal{Status: auth.HTTPStatus(err), Msg: "credentials refused: " + err.Error()}
 		if rf.Status < 400 || rf.Status >= 500 { // not an error of credentials: refuse them anyway
 			rf.Status = http.StatusUnauthorized
 		}
-		if rf.Status == http.StatusUnauthorized {
+		switch {
+		case rf.Status == http.StatusUnauthorized:
 			rf.Header = http.Header{"Www-Authenticate": {auth.WWWAuthenticate(err)}}
+		case auth.RetryAfter(err) > 0: // the address failed too often
+			rf.Header = http.Header{"Retry-After": {strconv.Itoa(auth.RetryAfterSeconds(auth.RetryAfter(err)))}}
 		}
 		return "", rf
 	}
 	// Credentials may come as k= in the query (even beside an
 	// Authorization header): a request record with --rpc-forward-query
 	// must not carry them to the topic.
-	r.URL.RawQuery = withoutParam(r.URL.RawQuery, "k")
+	r.URL.RawQuery = auth.WithoutCredentials(r.URL.RawQuery)
 	wait, err := g.auth.Allow(p, 1)
 	if err == nil {
 		return p.Client.ID, nil
@@ -138,25 +147,8 @@ func (g *Gateway) admitRPC(r *http.Request) (string, error) {
 		}
 		return "", rf
 	}
-	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	secs := auth.RetryAfterSeconds(wait)
 	rf.Header = http.Header{"Retry-After": {strconv.Itoa(secs)}}
 	rf.Msg = fmt.Sprintf("client %q is over its rate; nothing was sent: retry after %d s (%v)", p.Client.ID, secs, err)
 	return "", rf
-}
-
-// withoutParam is the raw query q without its name parameters, the others
-// as they were sent.
-func withoutParam(q, name string) string {
-	var b strings.Builder
-	for part := range strings.SplitSeq(q, "&") {
-		k, _, _ := strings.Cut(part, "=")
-		if u, err := url.QueryUnescape(k); part == "" || (err == nil && u == name) {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('&')
-		}
-		b.WriteString(part)
-	}
-	return b.String()
 }

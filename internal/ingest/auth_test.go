@@ -36,6 +36,7 @@ type fakeAuth struct {
 	allowed []int // n of each Allow call
 
 	fromHTTP atomic.Int64
+	sources  []string // the source of each FromHTTP call, under mu
 }
 
 type fakeClient struct {
@@ -55,8 +56,11 @@ func newFakeAuth() *fakeAuth {
 	return a
 }
 
-func (a *fakeAuth) FromHTTP(r *http.Request) (auth.Principal, error) {
+func (a *fakeAuth) FromHTTP(r *http.Request, source string) (auth.Principal, error) {
 	a.fromHTTP.Add(1)
+	a.mu.Lock()
+	a.sources = append(a.sources, source)
+	a.mu.Unlock()
 	h := r.Header.Get("Authorization")
 	switch {
 	case strings.HasPrefix(h, "Bearer "):
@@ -96,13 +100,7 @@ func (a *fakeAuth) authenticate(id, token string) (auth.Principal, error) {
 			return auth.Principal{Client: &c.client, Session: "tok." + c.client.ID + ".ok"}, nil
 		}
 	}
-	if id == "" {
-		return auth.Principal{}, fmt.Errorf("%w: no client has this secret", auth.ErrUnknownClient)
-	}
-	if a.clients[id] == nil {
-		return auth.Principal{}, fmt.Errorf("%w %q", auth.ErrUnknownClient, id)
-	}
-	return auth.Principal{}, fmt.Errorf("%w for client %q", auth.ErrBadSecret, id)
+	return auth.Principal{}, auth.ErrBadCredentials
 }
 
 func (a *fakeAuth) Allow(p auth.Principal, n int) (time.Duration, error) {
@@ -166,9 +164,9 @@ func TestAuthRefused(t *testing.T) {
 		want   string
 		reason string
 	}{
-		{"unknown client", basic("nobody", "web-secret-0123456789"), "", "web-secret-0123456789", `unknown client "nobody"`, "unknown_client"},
-		{"unknown secret", "Bearer not-a-secret-of-anyone", "not-a-secret-of-anyone", "not-a-secret-of-anyone", "no client has this secret", "unknown_client"},
-		{"wrong secret", basic("web", "guessed-secret"), "", "guessed-secret", `wrong secret for client "web"`, "bad_secret"},
+		{"unknown client", basic("nobody", "web-secret-0123456789"), "", "web-secret-0123456789", "unknown client or wrong secret", "bad_credentials"},
+		{"unknown secret", "Bearer not-a-secret-of-anyone", "not-a-secret-of-anyone", "not-a-secret-of-anyone", "unknown client or wrong secret", "bad_credentials"},
+		{"wrong secret", basic("web", "guessed-secret"), "", "guessed-secret", "unknown client or wrong secret", "bad_credentials"},
 		{"expired token", "Bearer tok.web.expired", "tok.web.expired", "tok.web.expired", "session token expired", "expired"},
 		{"tampered token", "Bearer tok.web.forged", "tok.web.forged", "tok.web.forged", "session token invalid", "tampered"},
 		{"token of another client", basic("web", "tok.shop.ok"), "", "tok.shop.ok", `session token of another client: presented by "web"`, "wrong_client"},
@@ -497,6 +495,8 @@ func TestPrecheck(t *testing.T) {
 		{"wrong credentials", req("/v1/track", "application/json", basic("web", "wrong"), 50), http.StatusUnauthorized},
 		{"too large", req("/v1/batch", "application/json", good, 101), http.StatusRequestEntityTooLarge},
 		{"bad type", req("/v1/batch", "image/png", good, 50), http.StatusUnsupportedMediaType},
+		{"bad type, no credentials", req("/v1/batch", "image/png", "", 50), http.StatusUnauthorized},
+		{"too large, no credentials", req("/v1/track", "application/json", "", 101), http.StatusUnauthorized},
 		{"not an events path", req("/i.gif", "image/png", "", 50), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

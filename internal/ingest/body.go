@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inlet-dev/inlet/internal/membudget"
 
@@ -41,6 +42,22 @@ func errorf(status int, format string, args ...any) *httpError {
 	return &httpError{status: status, msg: fmt.Sprintf(format, args...), offset: -1}
 }
 
+// maxQuoted bounds what an answer quotes of a request (a header, a query
+// pair): enough to recognize it, never an echo of a large input.
+const maxQuoted = 128
+
+// clip is s, or its first maxQuoted bytes (at a rune's start) and "…".
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // format picks the body layout from Content-Type. sendBeacon sends strings
 // as text/plain, which is read as JSON.
 func format(r *http.Request, single bool) (event.Format, *httpError) {
@@ -52,7 +69,7 @@ func format(r *http.Request, single bool) (event.Format, *httpError) {
 	default:
 		var err error
 		if mt, _, err = mime.ParseMediaType(ct); err != nil {
-			return 0, errorf(http.StatusUnsupportedMediaType, "Content-Type %q cannot be parsed: %v", ct, err)
+			return 0, errorf(http.StatusUnsupportedMediaType, "Content-Type %q cannot be parsed: %v", clip(ct), err)
 		}
 	}
 	switch mt {
@@ -63,12 +80,12 @@ func format(r *http.Request, single bool) (event.Format, *httpError) {
 		return event.FormatJSON, nil
 	case "application/x-ndjson", "application/jsonl", "application/x-jsonlines", "application/ndjson":
 		if single {
-			return 0, errorf(http.StatusUnsupportedMediaType, "Content-Type %s: /v1/track takes one JSON event; send NDJSON to /v1/batch", mt)
+			return 0, errorf(http.StatusUnsupportedMediaType, "Content-Type %s: /v1/track takes one JSON event; send NDJSON to /v1/batch", clip(mt))
 		}
 		return event.FormatNDJSON, nil
 	}
 	return 0, errorf(http.StatusUnsupportedMediaType,
-		"Content-Type %s is not supported: send application/json, application/x-ndjson or text/plain", mt)
+		"Content-Type %s is not supported: send application/json, application/x-ndjson or text/plain", clip(mt))
 }
 
 // minBuf is the smallest body buffer; bufPools[i] holds buffers of
@@ -226,7 +243,7 @@ func (s *Server) bodyHeaderError(r *http.Request) *httpError {
 	case "", "identity", "gzip", "x-gzip", "zstd":
 		return nil
 	default:
-		return errorf(http.StatusUnsupportedMediaType, "Content-Encoding %q is not supported: send gzip, zstd or none", enc)
+		return errorf(http.StatusUnsupportedMediaType, "Content-Encoding %q is not supported: send gzip, zstd or none", clip(enc))
 	}
 }
 

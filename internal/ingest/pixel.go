@@ -11,6 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/event"
 )
 
@@ -49,7 +50,9 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	}
 	meta := s.meta(r)
 	meta.Client = clientID(p)
-	raw, bad := pixelEvent(r.URL.RawQuery)
+	// The query without its credentials: a query that makes no event is
+	// dead-lettered as sent, and a secret must never be stored.
+	raw, bad := pixelEvent(auth.WithoutCredentials(r.URL.RawQuery))
 	var (
 		recs     []event.Record
 		accepted int
@@ -126,12 +129,12 @@ func pixelEvent(rawQuery string) ([]byte, *event.Invalid) {
 			continue
 		}
 		if len(vs) > 1 {
-			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonBadField, Msg: fmt.Sprintf("%s= is given %d times; send it once", k, len(vs))}
+			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonBadField, Msg: fmt.Sprintf("%s= is given %d times; send it once", clip(k), len(vs))}
 		}
 		if !utf8.ValidString(k) || !utf8.ValidString(vs[0]) {
 			// As a posted event's would be; json.Marshal would put U+FFFD
 			// in its place.
-			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonMalformed, Msg: fmt.Sprintf("%q= is not valid UTF-8 once unescaped", k)}
+			return []byte(rawQuery), &event.Invalid{Reason: event.ReasonMalformed, Msg: fmt.Sprintf("%q= is not valid UTF-8 once unescaped", clip(k))}
 		}
 	}
 	if q.Get("data") == "" && q.Get("e") == "" && q.Get("event") == "" {
@@ -206,7 +209,7 @@ func pixelQuery(raw string) (url.Values, error) {
 			if err := cmp.Or(kerr, verr); err != nil {
 				why = err.Error()
 			}
-			return nil, fmt.Errorf("%q: %s", pair, why)
+			return nil, fmt.Errorf("%q: %s", clip(pair), clip(why))
 		}
 		q[key] = append(q[key], val)
 	}

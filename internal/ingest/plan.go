@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -21,8 +20,10 @@ import (
 // *auth.Authenticator is one. Its methods must be safe for concurrent use.
 type Authenticator interface {
 	// FromHTTP authenticates a request by its Authorization header
-	// (Bearer, or Basic with the client id as user) or its k= parameter.
-	FromHTTP(r *http.Request) (auth.Principal, error)
+	// (Bearer, or Basic with the client id as user) or its k= parameter;
+	// source is the client's address, refused (auth.ErrThrottled) after
+	// too many bad credentials.
+	FromHTTP(r *http.Request, source string) (auth.Principal, error)
 	// Allow charges n events to p's rate; over it, auth.ErrRateLimited
 	// and how long to wait.
 	Allow(p auth.Principal, n int) (retryAfter time.Duration, err error)
@@ -87,9 +88,9 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, *httpError) {
 	if s.auth == nil {
 		return auth.Principal{}, nil
 	}
-	p, err := s.auth.FromHTTP(r)
+	p, err := s.auth.FromHTTP(r, s.clientIP(r))
 	if err == nil && p.Client == nil {
-		err = fmt.Errorf("%w: the credentials name no client", auth.ErrUnknownClient)
+		err = fmt.Errorf("%w: the credentials name no client", auth.ErrBadCredentials)
 	}
 	if err == nil {
 		return p, nil
@@ -102,6 +103,9 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, *httpError) {
 	e := &httpError{status: status, offset: -1, msg: "credentials refused: " + err.Error()}
 	if status == http.StatusUnauthorized {
 		e.challenge = auth.WWWAuthenticate(err)
+	}
+	if d := auth.RetryAfter(err); d > 0 {
+		e.retryAfter = auth.RetryAfterSeconds(d)
 	}
 	return p, e
 }
@@ -125,7 +129,7 @@ func (s *Server) admit(p auth.Principal, n int) *httpError {
 		}
 		return &httpError{status: status, offset: -1, msg: "events refused, nothing was stored: " + err.Error()}
 	}
-	secs := max(int(math.Ceil(wait.Seconds())), 1)
+	secs := auth.RetryAfterSeconds(wait)
 	return &httpError{status: status, offset: -1, retryAfter: secs,
 		msg: fmt.Sprintf("client %q is over its rate (this request holds %d events); nothing was stored: retry after %d s (%v)", clientID(p), n, secs, err)}
 }

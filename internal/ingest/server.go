@@ -215,7 +215,7 @@ func (s *Server) route(name string, methods []string, h http.HandlerFunc) http.H
 			}
 		}
 		w.Header().Set("Allow", allow)
-		s.writeError(w, errorf(http.StatusMethodNotAllowed, "method %s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(methods, " or ")))
+		s.writeError(w, errorf(http.StatusMethodNotAllowed, "method %s is not allowed on %s; use %s", clip(r.Method), clip(r.URL.Path), strings.Join(methods, " or ")))
 	})
 }
 
@@ -249,7 +249,7 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request, allow string)
 		return
 	}
 	if !s.originAllowed(origin) {
-		s.writeError(w, errorf(http.StatusForbidden, "origin %s is not allowed (see --cors-origins)", origin))
+		s.writeError(w, errorf(http.StatusForbidden, "origin %s is not allowed (see --cors-origins)", clip(origin)))
 		return
 	}
 	h.Set("Access-Control-Allow-Origin", origin)
@@ -337,15 +337,16 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 }
 
 // checkHeader refuses an events request by its header alone, before any of
-// its body is read: its Content-Type, its credentials, then its body's
-// announced length and Content-Encoding. Precheck asks the same before the
-// body is sent.
+// its body is read: its credentials first (with --auth, a caller without
+// valid ones learns nothing else: 401 whatever the content type, encoding
+// or length), then its Content-Type, its body's announced length and
+// Content-Encoding. Precheck asks the same before the body is sent.
 func (s *Server) checkHeader(r *http.Request, single bool) (event.Format, auth.Principal, *httpError) {
-	f, herr := format(r, single)
-	if herr != nil {
-		return 0, auth.Principal{}, herr
-	}
 	p, herr := s.authenticate(r)
+	if herr != nil {
+		return 0, p, herr
+	}
+	f, herr := format(r, single)
 	if herr != nil {
 		return 0, p, herr
 	}
@@ -496,8 +497,12 @@ func (s *Server) meta(r *http.Request) event.Meta {
 	return event.Meta{ReceivedAt: s.now(), IP: s.clientIP(r), UA: r.UserAgent()}
 }
 
-// clientIP is the peer address, or, when the peer is a trusted proxy, the
-// rightmost X-Forwarded-For address that is not itself a trusted proxy.
+// ClientIP is the address of r's client, as events record it (ip) and as
+// failed credentials are throttled by: the peer address, or, when the
+// peer is a trusted proxy (--trusted-proxies), the rightmost
+// X-Forwarded-For address that is not itself a trusted proxy.
+func (s *Server) ClientIP(r *http.Request) string { return s.clientIP(r) }
+
 func (s *Server) clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

@@ -10,11 +10,14 @@ import (
 // Value is the record's value, not copied: the gateway's records are never
 // changed after its sink took them (ingest.Sink), so Item only reads it.
 type Item struct {
-	Name   string // event name; "" for a rejected event
-	Key    string // uid, else anon_id, else id
-	ID     string
-	Topic  string
-	Value  []byte // the enriched event JSON; for a rejected event, what the client sent
+	Name  string // event name; "" for a rejected event
+	Key   string // uid, else anon_id, else id
+	ID    string
+	Topic string
+	// Value is the enriched event JSON; for a rejected event, what the
+	// client sent, which the page shows only with
+	// Config.ShowRejectedContent (nil is fine then).
+	Value  []byte
 	At     time.Time
 	Reject *Rejection // set for a dead-lettered event
 	// Delivery says what the ack mode knows of the record's place in

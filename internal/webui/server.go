@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 var zeroTime time.Time
@@ -21,6 +22,16 @@ type Source struct {
 	// streams end then, within statsEvery, so that they do not hold up the
 	// HTTP server's drain.
 	Stopping func() bool
+	// Authorize, when set, is asked about every request under /ui before
+	// it is served: it answers the ones it refuses through w (401 with a
+	// challenge, 403, 429) and returns false. The live page shows user
+	// data: the gateway sets it with --auth.
+	Authorize func(w http.ResponseWriter, r *http.Request) bool
+	// Recheck, when set, is asked every statsEvery whether the caller of
+	// an open stream may still watch: one whose client was removed from
+	// the clients file, or is no longer an admin, loses its stream within
+	// a second rather than when it goes away.
+	Recheck func(r *http.Request) bool
 }
 
 // statsEvery is how often a live page gets counters and state.
@@ -37,9 +48,19 @@ func Register(mux *http.ServeMux, cfg Config, src Source) {
 	mux.HandleFunc("GET /sdk/inlet.js", func(w http.ResponseWriter, r *http.Request) { sdk.serve(w, r, sdkCache) })
 	mux.HandleFunc("GET /sdk/inlet.d.ts", func(w http.ResponseWriter, r *http.Request) { dts.serve(w, r, sdkCache) })
 	if cfg.UI {
-		mux.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusFound))
-		mux.Handle("GET /ui/", staticDir("ui", "/ui/"))
-		mux.Handle("GET /ui/stream", &stream{cfg: cfg, src: src})
+		guard := func(h http.Handler) http.Handler {
+			if src.Authorize == nil {
+				return h
+			}
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if src.Authorize(w, r) {
+					h.ServeHTTP(w, r)
+				}
+			})
+		}
+		mux.Handle("GET /ui", guard(http.RedirectHandler("/ui/", http.StatusFound)))
+		mux.Handle("GET /ui/", guard(staticDir("ui", "/ui/")))
+		mux.Handle("GET /ui/stream", guard(&stream{cfg: cfg, src: src}))
 	}
 	if cfg.Example {
 		mux.Handle("GET /example", http.RedirectHandler("/example/", http.StatusFound))
@@ -97,12 +118,15 @@ func (s *stream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if s.src.Stopping != nil && s.src.Stopping() {
 				return
 			}
+			if s.src.Recheck != nil && !s.src.Recheck(r) {
+				return
+			}
 			buf = s.appendStats(buf)
 		case it := <-v.ch:
-			buf = appendItem(buf, v, it)
+			buf = s.appendItem(buf, v, it)
 			// Take what else is queued now, for one write.
 			for n := len(v.ch); n > 0; n-- {
-				buf = appendItem(buf, v, <-v.ch)
+				buf = s.appendItem(buf, v, <-v.ch)
 			}
 		}
 		if n := v.skipped.Swap(0); n > 0 {
@@ -114,12 +138,12 @@ func (s *stream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func appendItem(buf []byte, v *viewer, it Item) []byte {
+func (s *stream) appendItem(buf []byte, v *viewer, it Item) []byte {
 	// Skipped records were dropped before this one: say so in order.
 	if n := v.skipped.Swap(0); n > 0 {
 		buf = appendEvent(buf, "skipped", []byte(`{"n":`+strconv.FormatUint(n, 10)+`}`))
 	}
-	b, _ := json.Marshal(itemJSON(it))
+	b, _ := json.Marshal(itemJSON(it, s.cfg.ShowRejectedContent))
 	return appendEvent(buf, "item", b)
 }
 
@@ -130,8 +154,8 @@ type liveItem struct {
 	Key       string `json:"key,omitempty"`
 	ID        string `json:"id,omitempty"`
 	Topic     string `json:"topic"`
-	At        int64  `json:"at"` // ms since the epoch, when the sink took it
-	Value     any    `json:"value"`
+	At        int64  `json:"at"`    // ms since the epoch, when the sink took it
+	Value     any    `json:"value"` // null for a rejected event, unless Config.ShowRejectedContent
 	Reason    string `json:"reason,omitempty"`
 	Error     string `json:"error,omitempty"`
 	Delivery  string `json:"delivery"`
@@ -139,15 +163,26 @@ type liveItem struct {
 	Offset    *int64 `json:"offset,omitempty"`
 }
 
-func itemJSON(it Item) liveItem {
+// maxErrorBytes bounds a rejection's message on the page: it may quote
+// what the client sent.
+const maxErrorBytes = 128
+
+func itemJSON(it Item, rejectedContent bool) liveItem {
 	li := liveItem{Kind: "event", Name: it.Name, Key: it.Key, ID: it.ID, Topic: it.Topic, At: it.At.UnixMilli(), Delivery: it.Delivery}
-	if json.Valid(it.Value) {
+	switch {
+	case it.Reject != nil && !rejectedContent:
+		// Why, not what: the reason and the message the client got.
+		li.Key, li.ID = "", ""
+	case json.Valid(it.Value):
 		li.Value = json.RawMessage(it.Value)
-	} else {
+	default:
 		li.Value = string(it.Value)
 	}
 	if it.Reject != nil {
 		li.Kind, li.Reason, li.Error = "rejected", it.Reject.Reason, it.Reject.Error
+		if !rejectedContent {
+			li.Error = truncate(li.Error, maxErrorBytes)
+		}
 	}
 	if it.Offset >= 0 {
 		p, o := it.Partition, it.Offset
@@ -182,4 +217,15 @@ func appendEvent(buf []byte, typ string, data []byte) []byte {
 	buf = append(buf, "\ndata: "...)
 	buf = append(buf, data...)
 	return append(buf, "\n\n"...)
+}
+
+// truncate cuts s to at most n bytes, at a rune boundary, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -160,8 +160,18 @@ func (s *sse) nextOf(tb testing.TB, typ string) string {
 	}
 }
 
+// TestStreamSendsItemsAndStats: items and counters reach the page; a
+// rejected event's content only with ShowRejectedContent, else its
+// reason and message, cut to maxErrorBytes.
 func TestStreamSendsItemsAndStats(t *testing.T) {
+	for _, show := range []bool{false, true} {
+		t.Run(fmt.Sprintf("show rejected content %v", show), func(t *testing.T) { testStream(t, show) })
+	}
+}
+
+func testStream(t *testing.T, showRejected bool) {
 	cfg := DefaultConfig()
+	cfg.ShowRejectedContent = showRejected
 	live := NewLive(cfg)
 	srv := newServer(t, cfg, Source{Live: live, State: func() any { return map[string]string{"ack": "kafka"} }})
 	s, resp := openStream(t, srv.URL+"/ui/stream")
@@ -174,7 +184,7 @@ func TestStreamSendsItemsAndStats(t *testing.T) {
 	testkit.WaitFor(t, 5*time.Second, "the page to be counted", live.Watching)
 	live.Publish([]Item{
 		{Name: "add_to_cart", Key: "anon-1", ID: "id-1", Topic: "events", Value: []byte(`{"event":"add_to_cart","props":{"sku":"A1"}}`), At: time.Now(), Offset: -1, Delivery: "spool"},
-		{Key: "", Topic: "events.invalid", Value: []byte(`{"bad`), At: time.Now(), Offset: -1, Reject: &Rejection{Reason: "malformed", Error: "unexpected end"}},
+		{Key: "", Topic: "events.invalid", Value: []byte(`{"bad`), At: time.Now(), Offset: -1, Reject: &Rejection{Reason: "malformed", Error: "unexpected end " + strings.Repeat("é", 100)}},
 		{Name: "page_view", Key: "anon-1", ID: "id-3", Topic: "events", Value: []byte(`{}`), Partition: 2, Offset: 41},
 	})
 	var got []liveItem
@@ -191,8 +201,15 @@ func TestStreamSendsItemsAndStats(t *testing.T) {
 	if v, _ := json.Marshal(got[0].Value); string(v) != `{"event":"add_to_cart","props":{"sku":"A1"}}` {
 		t.Errorf("item 0 value %s", v)
 	}
-	if got[1].Kind != "rejected" || got[1].Reason != "malformed" || got[1].Value != `{"bad` {
-		t.Errorf("item 1: %+v", got[1])
+	var wantValue any
+	wantErr := "unexpected end " + strings.Repeat("é", 100)
+	if showRejected {
+		wantValue = `{"bad`
+	} else {
+		wantErr = wantErr[:127] + "…" // 'é' is 2 bytes: cut at a rune's start
+	}
+	if got[1].Kind != "rejected" || got[1].Reason != "malformed" || got[1].Value != wantValue || got[1].Error != wantErr {
+		t.Errorf("item 1: %+v, want value %v, error %q", got[1], wantValue, wantErr)
 	}
 	if got[2].Partition == nil || *got[2].Partition != 2 || *got[2].Offset != 41 {
 		t.Errorf("item 2: %+v", got[2])
@@ -322,5 +339,56 @@ func TestPublishWithoutPagesIsFree(t *testing.T) {
 	}
 	if st, _ := live.Stats(); len(st) != 0 {
 		t.Fatalf("counted without a page: %v", st)
+	}
+}
+
+// TestAuthorizeGuardsUI: with Source.Authorize every route under /ui asks
+// it first and is not served when it refuses; the SDK is not guarded.
+func TestAuthorizeGuardsUI(t *testing.T) {
+	cfg := DefaultConfig()
+	var asked atomic.Int32
+	srv := newServer(t, cfg, Source{Authorize: func(w http.ResponseWriter, r *http.Request) bool {
+		asked.Add(1)
+		if r.Header.Get("Authorization") == "Basic ok" {
+			return true
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="inlet"`)
+		http.Error(w, "sign in", http.StatusUnauthorized)
+		return false
+	}})
+	for _, path := range []string{"/ui", "/ui/", "/ui/live.js", "/ui/stream", "/ui/nothing"} {
+		resp, body := get(t, srv.URL+path)
+		if resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "<html") {
+			t.Errorf("%s: %d %q, want 401", path, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := get(t, srv.URL+"/ui/", "Authorization", "Basic ok"); resp.StatusCode != http.StatusOK {
+		t.Errorf("/ui/ allowed: %d", resp.StatusCode)
+	}
+	if resp, _ := get(t, srv.URL+"/sdk/inlet.js"); resp.StatusCode != http.StatusOK {
+		t.Errorf("/sdk/inlet.js: %d, want 200 without credentials", resp.StatusCode)
+	}
+	if n := asked.Load(); n != 6 {
+		t.Errorf("Authorize asked %d times, want 6", n)
+	}
+}
+
+// TestStreamEndsWhenNoLongerAllowed: an open stream whose caller Recheck
+// refuses (its client removed, or no longer an admin) ends within a few
+// seconds; until then it goes on.
+func TestStreamEndsWhenNoLongerAllowed(t *testing.T) {
+	cfg := DefaultConfig()
+	var revoked atomic.Bool
+	srv := newServer(t, cfg, Source{Recheck: func(*http.Request) bool { return !revoked.Load() }})
+	s, _ := openStream(t, srv.URL+"/ui/stream")
+	s.nextOf(t, "stats")
+	s.nextOf(t, "stats") // a recheck passed
+	revoked.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := io.ReadAll(s.r); done <- err }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end within 5 s of its caller losing its right to watch")
 	}
 }

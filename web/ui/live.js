@@ -48,7 +48,8 @@
       if (open) { open.remove(); return; }
       var d = el("div", "detail");
       if (rej) d.appendChild(el("div", "meta", "why: " + it.error));
-      d.appendChild(el("pre", "", typeof v === "string" ? v : JSON.stringify(v, null, 2)));
+      if (rej && v == null) d.appendChild(el("div", "meta", "what was sent is not shown (inlet serve --ui-show-rejected-content shows it)"));
+      else d.appendChild(el("pre", "", typeof v === "string" ? v : JSON.stringify(v, null, 2)));
       var where = "topic " + it.topic + (it.offset != null ? " · partition " + it.partition + " · offset " + it.offset : "") + " · " + it.delivery;
       if (it.id) where = "id " + it.id + " · " + where;
       d.appendChild(el("div", "meta", where));
