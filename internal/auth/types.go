@@ -61,15 +61,9 @@ var (
 	// one code path that takes the same time, so that an answer never
 	// tells whether a client id exists.
 	ErrBadCredentials = errors.New("auth: unknown client or wrong secret")
-	// ErrUnknownClient and ErrBadSecret are ErrBadCredentials.
-	//
-	// Deprecated: use ErrBadCredentials; the two are no longer told apart.
-	ErrUnknownClient = ErrBadCredentials
-	// Deprecated: use ErrBadCredentials.
-	ErrBadSecret   = ErrBadCredentials
-	ErrExpired     = errors.New("auth: session token expired")
-	ErrTampered    = errors.New("auth: session token invalid")
-	ErrWrongClient = errors.New("auth: session token of another client")
-	ErrForbidden   = errors.New("auth: not allowed")
-	ErrRateLimited = errors.New("auth: over the client's rate")
+	ErrExpired        = errors.New("auth: session token expired")
+	ErrTampered       = errors.New("auth: session token invalid")
+	ErrWrongClient    = errors.New("auth: session token of another client")
+	ErrForbidden      = errors.New("auth: not allowed")
+	ErrRateLimited    = errors.New("auth: over the client's rate")
 )

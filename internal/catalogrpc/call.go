@@ -50,11 +50,12 @@ func (s *Server) authenticate(ctx context.Context, c creds) (auth.Principal, err
 	if c.token == "" {
 		return auth.Principal{}, authFailure(auth.ErrMissing, c.id)
 	}
-	p, err := s.au.Authenticate(c.id, c.token)
+	cn := connOf(ctx)
+	p, err := s.au.AuthenticateFrom(cn.source(), c.id, c.token)
 	if err != nil {
 		return p, authFailure(err, c.id)
 	}
-	if cn := connOf(ctx); cn != nil {
+	if cn != nil {
 		cn.authenticated()
 	}
 	return p, nil
@@ -100,8 +101,10 @@ func authFailure(err error, id string) *callError {
 	switch {
 	case errors.Is(err, auth.ErrMissing):
 		msg = "no credentials: give the client id and its secret or a session token"
-	case errors.Is(err, auth.ErrUnknownClient), errors.Is(err, auth.ErrBadSecret):
+	case errors.Is(err, auth.ErrBadCredentials):
 		msg = "no client has these credentials"
+	case errors.Is(err, auth.ErrThrottled):
+		return failf(codes.ResourceExhausted, "too many failed credentials from this address; retry after %d s", auth.RetryAfterSeconds(auth.RetryAfter(err)))
 	case errors.Is(err, auth.ErrExpired):
 		msg = "session token expired; present the client's secret for a new one"
 	case errors.Is(err, auth.ErrTampered):

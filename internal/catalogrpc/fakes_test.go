@@ -196,7 +196,7 @@ func newFakeAuth(clients ...auth.Client) *fakeAuth {
 
 func secretOf(id string) string { return "secret-" + id }
 
-func (a *fakeAuth) Authenticate(id, token string) (auth.Principal, error) {
+func (a *fakeAuth) AuthenticateFrom(_, id, token string) (auth.Principal, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls = append(a.calls, "Authenticate "+id)
@@ -223,14 +223,14 @@ func (a *fakeAuth) Authenticate(id, token string) (auth.Principal, error) {
 				return a.principal(c), nil
 			}
 		}
-		return auth.Principal{}, fmt.Errorf("%w: secret %q", auth.ErrUnknownClient, token)
+		return auth.Principal{}, fmt.Errorf("%w: secret %q", auth.ErrBadCredentials, token)
 	}
 	c, ok := a.clients[id]
 	if !ok {
-		return auth.Principal{}, fmt.Errorf("%w: %q with secret %q", auth.ErrUnknownClient, id, token)
+		return auth.Principal{}, fmt.Errorf("%w: %q with secret %q", auth.ErrBadCredentials, id, token)
 	}
 	if token != secretOf(id) {
-		return auth.Principal{}, fmt.Errorf("%w: %q is not %s's secret", auth.ErrBadSecret, token, id)
+		return auth.Principal{}, fmt.Errorf("%w: %q is not %s's secret", auth.ErrBadCredentials, token, id)
 	}
 	return a.principal(c), nil
 }

@@ -159,3 +159,16 @@ func (connCreds) Clone() credentials.TransportCredentials { return connCreds{} }
 func (connCreds) OverrideServerName(string) error         { return nil }
 
 var _ credentials.TransportCredentials = connCreds{}
+
+// source is the IP address of c's peer, for throttling failed credentials
+// (auth.Authenticator.AuthenticateFrom); "" for nil or a peer that is not
+// on IP.
+func (c *conn) source() string {
+	if c == nil {
+		return ""
+	}
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	return ""
+}

@@ -133,3 +133,61 @@ func TestRealCatalogAndAuth(t *testing.T) {
 	_, err = data.DataType(ctx, dataRq("admin", sess, "shop", "e1"))
 	wantStatus(t, "web's token presented for admin", err, codes.Unauthenticated)
 }
+
+// Bad credentials from one address are throttled on both front ends, as on
+// HTTP: past the burst, ResourceExhausted, whatever the credentials, until
+// the failures age out; an unknown client and a wrong secret count alike.
+func TestRealThrottleFailedCredentials(t *testing.T) {
+	dir := t.TempDir()
+	clients := filepath.Join(dir, "clients.json")
+	secret, err := auth.AddClient(clients, auth.Client{ID: "web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acfg := auth.DefaultConfig()
+	acfg.ClientsFile = clients
+	acfg.FailBurst, acfg.FailEvery = 3, time.Hour
+	au, err := auth.Open(acfg, testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer au.Close()
+	ccfg := catalog.DefaultConfig()
+	ccfg.Store, ccfg.Path = catalog.StoreEmbedded, filepath.Join(dir, "catalog.db")
+	cat, err := catalog.Open(ccfg, testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cat.Close()
+	s, err := New(cat, au, DefaultConfig(), testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, _ := net.Listen("tcp", "127.0.0.1:0")
+	tl, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.ServeGRPC(gl)
+	go s.ServeThrift(tl)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	}()
+	ts := &testServer{grpcAddr: gl.Addr().String(), thriftAddr: tl.Addr().String()}
+	data, _, _ := ts.grpcClients(t)
+	_, tc := thriftClients(t, ts.thriftAddr, true)
+	ctx := ctxT(t)
+
+	if _, err := data.DataType(ctx, dataRq("web", secret, "shop", "e1")); err != nil {
+		t.Fatalf("good credentials before any failure: %v", err)
+	}
+	for i, id := range []string{"web", "nobody", "web"} {
+		_, err := data.DataType(ctx, dataRq(id, "wrong-secret", "shop", "e1"))
+		wantStatus(t, fmt.Sprintf("bad credentials %d", i), err, codes.Unauthenticated, "no client has these credentials")
+	}
+	_, err = data.DataType(ctx, dataRq("web", "wrong-secret", "shop", "e1"))
+	wantStatus(t, "bad credentials past the burst", err, codes.ResourceExhausted, "too many failed credentials")
+	_, err = data.DataType(ctx, dataRq("web", secret, "shop", "e1"))
+	wantStatus(t, "good credentials from a throttled address", err, codes.ResourceExhausted, "retry after")
+	_, err = tc.Get(ctx, &thriftcat.Credentials{ClientId: "web", Token: secret}, "shop", "e1")
+	wantCatalogError(t, "Thrift from the throttled address", err, thriftcat.ErrorCode_RESOURCE_EXHAUSTED, "too many failed credentials")
+}

@@ -41,8 +41,10 @@ type Catalog interface {
 // Authenticator is what the front ends need of client credentials
 // (*auth.Authenticator).
 type Authenticator interface {
-	// Authenticate checks a client id and its secret or a session token.
-	Authenticate(clientID, token string) (auth.Principal, error)
+	// AuthenticateFrom checks a client id and its secret or a session
+	// token of a caller at source (an IP address, "" when unknown),
+	// throttling a source that failed too often (auth.ErrThrottled).
+	AuthenticateFrom(source, clientID, token string) (auth.Principal, error)
 	// Allow admits n calls of p under its rate; auth.ErrRateLimited and how
 	// long to wait when it is over.
 	Allow(p auth.Principal, n int) (time.Duration, error)
