@@ -160,7 +160,7 @@ func splitJSON(body []byte, maxEvents int) ([][]byte, error) {
 			switch {
 			case key != "batch":
 				return nil, &BodyError{Err: ErrMalformed, Offset: int64(keyAt),
-					Msg: fmt.Sprintf("unknown key %q at byte offset %d: expected a JSON array of events or an object with only a \"batch\" array (send one event to /v1/track)", key, keyAt)}
+					Msg: fmt.Sprintf("unknown key %s at byte offset %d: expected a JSON array of events or an object with only a \"batch\" array (send one event to /v1/track)", Quote(key), keyAt)}
 			case seen:
 				return nil, &BodyError{Err: ErrMalformed, Offset: int64(keyAt),
 					Msg: fmt.Sprintf("\"batch\" appears twice, again at byte offset %d", keyAt)}
@@ -441,10 +441,10 @@ func checkTS(ts []byte, now time.Time) *Invalid {
 		s := string(b)
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if err != nil {
-			return invalid(ReasonBadField, "\"ts\" %q is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", s)
+			return invalid(ReasonBadField, "\"ts\" %s is not an RFC 3339 time (e.g. 2026-01-02T15:04:05Z)", Quote(s))
 		}
 		if t.Before(MinTS) || t.After(max) {
-			return invalid(ReasonBadField, "\"ts\" %q must be %s", s, rangeMsg(max))
+			return invalid(ReasonBadField, "\"ts\" %s must be %s", Quote(s), rangeMsg(max))
 		}
 		return nil
 	case c == '-' || (c >= '0' && c <= '9'):

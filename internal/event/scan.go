@@ -3,7 +3,6 @@ package event
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -320,9 +319,9 @@ func appendName(dst []byte, first *bool, fl field) []byte {
 func unknownName(raw []byte) string {
 	s, err := jsontext.AppendUnquote(nil, raw)
 	if err != nil {
-		return string(raw)
+		return Quote(string(bytes.Trim(raw, `"`)))
 	}
-	return fmt.Sprintf("%q", s)
+	return Quote(string(s))
 }
 
 // check applies the rules on the fields' values, in Parse's order.
@@ -499,8 +498,8 @@ func (s *scanner) syntaxInvalid(raw []byte, err error) *Invalid {
 		return syntaxInvalid(raw)
 	}
 	if se.Err == jsontext.ErrDuplicateName {
-		return invalid(ReasonMalformed, "malformed JSON at byte offset %d: duplicate field %q in %s; each name may appear once in an object",
-			se.ByteOffset, se.JSONPointer.LastToken(), where(se.JSONPointer.Parent()))
+		return invalid(ReasonMalformed, "malformed JSON at byte offset %d: duplicate field %s in %s; each name may appear once in an object",
+			se.ByteOffset, Quote(se.JSONPointer.LastToken()), where(se.JSONPointer.Parent()))
 	}
 	if bad := syntaxInvalid(raw); bad.Msg != "malformed JSON" {
 		return bad // encoding/json rejects it too
@@ -520,5 +519,5 @@ func where(p jsontext.Pointer) string {
 	if p == "" {
 		return "the event"
 	}
-	return fmt.Sprintf("%q", string(p))
+	return Quote(string(p))
 }
