@@ -1,0 +1,255 @@
+package spool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/testkit"
+)
+
+// crashCopy copies the spool's files into a new directory, as a kill -9
+// at this moment leaves them. It holds ackMu, so no cursor write or
+// deletion is half done (appends are the caller's, and done); a file the
+// deleter removes meanwhile (a <segment>.del) is left out, as it may be.
+func crashCopy(t *testing.T, s *Spool) string {
+	t.Helper()
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	dst := t.TempDir()
+	es, err := os.ReadDir(s.cfg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(s.cfg.Dir, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) && strings.HasSuffix(e.Name(), deletingSuffix) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestNoAcknowledgedRecordLostAcrossCrashes runs a spool through a random
+// sequence (fixed seeds) of appends, deliveries of any part of what is
+// pending, cursor writes that fail (no space, a failing fsync) and heal,
+// appends refused for lack of space (which seal the segment being written),
+// tidy passes, clean restarts, and kill -9s (a copy of the files, the run
+// going on from the copy), with the cursor still failing at the next start
+// at times (Open then fails, and is tried again without the fault). After
+// every start the spool must hold, in order, every acknowledged record not
+// yet delivered, preceded by nothing but records delivered already
+// (duplicates, never a record skipped or out of order), whatever the
+// stale cursor and the numbering of the segments left on disk: delivered
+// segments are deleted although the cursor is not written, and a spool
+// whose segments were all deleted numbers its records from 1 again.
+func TestNoAcknowledgedRecordLostAcrossCrashes(t *testing.T) {
+	for seed := range uint64(6) {
+		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
+			t.Parallel()
+			crashes(t, seed, 160)
+		})
+	}
+}
+
+func crashes(t *testing.T, seed uint64, steps int) {
+	rng := rand.New(rand.NewPCG(seed, 27))
+	cfg := testConfig(t.TempDir())
+	cfg.SegmentBytes = 4 << 10
+	var (
+		fsys    = &faultyFS{}
+		history []string // every acknowledged append, in order
+		pending []string // those not delivered, as the spool must hold them
+		n       int
+		resets  int // starts that found no segment (numbering from 1 again)
+		trace   []string
+	)
+	start := func(dir string) (*Spool, *testkit.LogBuffer) {
+		t.Helper()
+		c := cfg
+		c.Dir = dir
+		log, logs := testkit.NewLogBuffer()
+		s, err := openFS(c, log, NewMetrics(prometheus.NewRegistry()), fsys)
+		if err != nil {
+			// Only the injected cursor fault may stop a start; the next
+			// one, without it, goes by what the failed one left.
+			if !errors.Is(err, syscall.ENOSPC) && !errors.Is(err, syscall.EIO) {
+				t.Fatalf("open: %v\n%s", err, logs)
+			}
+			trace = append(trace, "open failed: "+err.Error())
+			fsys.mu.Lock()
+			fsys.faults = nil
+			fsys.mu.Unlock()
+			log, logs = testkit.NewLogBuffer()
+			if s, err = openFS(c, log, NewMetrics(prometheus.NewRegistry()), fsys); err != nil {
+				t.Fatalf("open again without the fault: %v\n%s", err, logs)
+			}
+		}
+		return s, logs
+	}
+	segsOn := func(dir string) int {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.seg"))
+		return len(m)
+	}
+	// tidy also runs all the while, as the deleter's timer would run it
+	// (every second: too seldom for a test this short), concurrently with
+	// the deliveries.
+	var stopTidy func()
+	tidying := func(s *Spool) {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Microsecond):
+					s.tidy()
+				}
+			}
+		}()
+		stopTidy = func() { close(stop); <-done }
+	}
+	s, _ := start(cfg.Dir)
+	tidying(s)
+	defer func() { stopTidy(); s.Close() }()
+	check := func(s *Spool, logs *testkit.LogBuffer, what string) {
+		t.Helper()
+		got, _ := readAll(t, s, s.Delivered())
+		g := ids(got)
+		fail := func(why string) {
+			t.Fatalf("seed %d, %s: %s\nholds   %v\npending %v\nsteps:\n%s\nlog:\n%s",
+				seed, what, why, g, pending, strings.Join(trace, "\n"), logs)
+		}
+		if len(g) < len(pending) || !slices.Equal(g[len(g)-len(pending):], pending) {
+			fail("an acknowledged record not delivered is missing")
+		}
+		if len(g) > len(history) || !slices.Equal(g, history[len(history)-len(g):]) {
+			fail("records out of order, or not the latest")
+		}
+		if st := s.Stats(); st.Quarantined != 0 || st.Failed != "" || st.Unforwarded != uint64(len(g)) {
+			fail(fmt.Sprintf("stats %+v", st))
+		}
+		pending = g
+	}
+	setFaults := func(f ...*fault) {
+		fsys.mu.Lock()
+		fsys.faults = slices.DeleteFunc(f, func(f *fault) bool { return f == nil })
+		fsys.mu.Unlock()
+	}
+	cursorFault := func() *fault {
+		if rng.IntN(2) == 0 {
+			return &fault{op: "write", suffix: cursorName, n: 1, sticky: true, err: syscall.ENOSPC}
+		}
+		return &fault{op: "sync", suffix: cursorName, n: 1, sticky: true, err: syscall.EIO}
+	}
+	var curFault *fault
+	for step := range steps {
+		switch r := rng.IntN(100); {
+		case r < 35:
+			for range 1 + rng.IntN(3) {
+				id := fmt.Sprintf("r%05d", n)
+				n++
+				err := s.Append(context.Background(), []event.Record{bigRec(id)})
+				if err != nil {
+					if !errors.Is(err, syscall.ENOSPC) {
+						t.Fatalf("step %d: append: %v", step, err)
+					}
+					trace = append(trace, fmt.Sprintf("%d: append %s refused: no space", step, id))
+					continue
+				}
+				history = append(history, id)
+				pending = append(pending, id)
+			}
+		case r < 60:
+			got, _ := readAll(t, s, s.Delivered())
+			if !slices.Equal(ids(got), pending) {
+				t.Fatalf("step %d: the spool holds %v, want %v", step, ids(got), pending)
+			}
+			if k := rng.IntN(len(got) + 1); k > 0 {
+				if err := s.Ack(got[k-1].Next); err != nil {
+					t.Fatalf("step %d: ack: %v", step, err)
+				}
+				pending = pending[k:]
+				trace = append(trace, fmt.Sprintf("%d: delivered through %s", step, got[k-1].Record.EventID))
+			}
+		case r < 70:
+			if curFault == nil {
+				curFault = cursorFault()
+				trace = append(trace, fmt.Sprintf("%d: the cursor's %s fails", step, curFault.op))
+			} else {
+				curFault = nil
+				trace = append(trace, fmt.Sprintf("%d: the cursor heals", step))
+			}
+			setFaults(curFault)
+		case r < 78:
+			// The next segment write is refused for lack of space: the
+			// segment being written is sealed.
+			fs := []*fault{{op: "write", suffix: ".seg", n: 1, err: syscall.ENOSPC}}
+			if curFault != nil {
+				fs = append(fs, curFault)
+			}
+			setFaults(fs...)
+		case r < 85:
+			s.tidy()
+		default:
+			clean := rng.IntN(4) == 0
+			var dir string
+			if clean {
+				stopTidy()
+				s.Close()
+				dir = s.cfg.Dir
+			} else {
+				dir = crashCopy(t, s)
+				stopTidy()
+				s.Close()
+			}
+			trace = append(trace, fmt.Sprintf("%d: %s with %d segments, cursor fault %v", step,
+				map[bool]string{true: "restart", false: "kill -9"}[clean], segsOn(dir), curFault != nil))
+			var logs *testkit.LogBuffer
+			s, logs = start(dir)
+			tidying(s)
+			fsys.mu.Lock()
+			curFault = nil
+			for _, f := range fsys.faults {
+				if f.suffix == cursorName {
+					curFault = f
+				}
+			}
+			fsys.mu.Unlock()
+			check(s, logs, fmt.Sprintf("step %d, after the start", step))
+			if s.Delivered() == (Pos{Seg: 1, Seq: 1}) && len(history) > 0 {
+				resets++
+			}
+		}
+	}
+	dir := crashCopy(t, s)
+	stopTidy()
+	s.Close()
+	setFaults()
+	s, logs := start(dir)
+	tidying(s)
+	check(s, logs, "at the end")
+	t.Logf("seed %d: %d records, %d starts from (nearly) no segment", seed, len(history), resets)
+}
