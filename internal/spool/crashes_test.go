@@ -253,3 +253,88 @@ func crashes(t *testing.T, seed uint64, steps int) {
 	check(s, logs, "at the end")
 	t.Logf("seed %d: %d records, %d starts from (nearly) no segment", seed, len(history), resets)
 }
+
+// TestOpenFailsWritingTheCursor: a start whose cursor write fails. Open
+// deletes the segments its cursor says were delivered before it rewrites
+// the cursor (the room may be needed), so a failed write (or a kill -9
+// between the two) leaves the old cursor, its segment perhaps gone. Open
+// fails, holding nothing (the next start takes the lock), and the next
+// start goes by the old cursor: nothing skipped, and nothing sent again
+// but, when a short write spoiled the cursor line being rewritten in the
+// slots' layout, what is in the spool (the line is then unreadable). The
+// starts that must write the cursor: from a line of the version before,
+// and from a cursor whose segment is gone (deleted without it).
+func TestOpenFailsWritingTheCursor(t *testing.T) {
+	for _, oldLine := range []bool{false, true} {
+		for _, f := range []fault{
+			{op: "write", suffix: cursorName, n: 1, err: syscall.ENOSPC}, // half the slot written
+			{op: "sync", suffix: cursorName, n: 1, err: syscall.EIO},
+		} {
+			for _, through := range []int{4, 6, 8} { // the end of the first segment, inside the second, its end
+				if !oldLine && through%4 != 0 {
+					continue // the cursor's segment is there: nothing to rewrite
+				}
+				t.Run(fmt.Sprintf("old line %v, cursor %s fails, delivered through %d", oldLine, f.op, through), func(t *testing.T) {
+					t.Parallel()
+					cfg := testConfig(t.TempDir())
+					cfg.SegmentBytes = 4 << 10
+					s, _, _ := open(t, cfg)
+					for i := range 12 {
+						if err := s.Append(context.Background(), []event.Record{bigRec(fmt.Sprintf("r%02d", i))}); err != nil {
+							t.Fatal(err)
+						}
+					}
+					all, _ := readAll(t, s, s.Delivered())
+					segs := segFiles(t, cfg.Dir)
+					if len(segs) != 3 {
+						t.Fatalf("%d segments, want 3 of 4 records", len(segs))
+					}
+					cur := all[through-1].Next
+					s.ackMu.Lock()
+					if err := s.saveCursor(cur, true); err != nil {
+						t.Fatal(err)
+					}
+					s.ackMu.Unlock()
+					cfg.Dir = crashCopy(t, s) // kill -9 before the delivered segments are deleted
+					s.Close()
+					if oldLine {
+						line := fmt.Sprintf("%d %d %d\n", cur.Seg, cur.Off, cur.Seq)
+						if err := os.WriteFile(filepath.Join(cfg.Dir, cursorName), []byte(line), 0o644); err != nil {
+							t.Fatal(err)
+						}
+					} else {
+						// Deleted by a process whose cursor write failed.
+						for _, seg := range segs[:through/4] {
+							if err := os.Remove(filepath.Join(cfg.Dir, filepath.Base(seg))); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					f := f // a count of its own
+					log, logs := testkit.NewLogBuffer()
+					if s, err := openFS(cfg, log, NewMetrics(prometheus.NewRegistry()), &faultyFS{faults: []*fault{&f}}); err == nil {
+						s.Close()
+						t.Fatalf("open with the cursor write failing: no error\n%s", logs)
+					} else if !strings.Contains(err.Error(), "writing cursor") {
+						t.Fatalf("open with the cursor write failing: %v", err)
+					}
+					if n := len(segFiles(t, cfg.Dir)); n != 3-through/4 {
+						t.Fatalf("after the failed start: %d segments, want %d", n, 3-through/4)
+					}
+					s2, logs2, _ := open(t, cfg)
+					got, _ := readAll(t, s2, s2.Delivered())
+					want := ids(all[through:])
+					if oldLine && f.op == "write" && logs2.Count("unreadable cursor") == 1 {
+						want = ids(all[through/4*4:])
+					}
+					if !slices.Equal(ids(got), want) {
+						t.Fatalf("after the failed start: sends %v, want %v\n%s", ids(got), want, logs2)
+					}
+					if c := cursorOnDisk(t, cfg.Dir); c != s2.Delivered() {
+						t.Fatalf("cursor on disk %v, the spool goes by %v", c, s2.Delivered())
+					}
+				})
+			}
+		}
+	}
+}
