@@ -338,3 +338,103 @@ func TestOpenFailsWritingTheCursor(t *testing.T) {
 		}
 	}
 }
+
+// TestDescriptorFloodLosesNothing: while no file can be opened (EMFILE, a
+// descriptor flood; ENFILE, the system's table full), the forwarder cannot
+// open the segment it is to read. That is not damage: it waits for the
+// flood to end, however many tries that takes, and then delivers every
+// record; none is given up (quarantined).
+func TestDescriptorFloodLosesNothing(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			t.Parallel()
+			cfg := testConfig(t.TempDir())
+			cfg.SegmentBytes = 4 << 10
+			fsys := &faultyFS{}
+			s, logs, _ := openOn(t, cfg, fsys)
+			var want []string
+			for i := range 12 {
+				id := fmt.Sprintf("r%03d", i)
+				if err := s.Append(context.Background(), []event.Record{bigRec(id)}); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, id)
+			}
+			flood := &fault{op: "open", suffix: ".seg", n: 1, sticky: true, err: errno}
+			fsys.mu.Lock()
+			fsys.faults = []*fault{flood}
+			fsys.mu.Unlock()
+			k := newFakeKafka()
+			fc := forwarderConfig()
+			fc.QuarantineAfter = 3
+			startWatched(t, s, k, fc)
+			testkit.WaitFor(t, 10*time.Second, "the forwarder to try many times", func() bool {
+				fsys.mu.Lock()
+				defer fsys.mu.Unlock()
+				return flood.seen >= 4*fc.QuarantineAfter
+			})
+			if st := s.Stats(); st.Quarantined != 0 {
+				t.Fatalf("records given up during the flood: %+v\n%s", st, logs)
+			}
+			fsys.mu.Lock()
+			fsys.faults = nil
+			fsys.mu.Unlock()
+			testkit.WaitFor(t, 10*time.Second, "everything delivered", func() bool { return s.Stats().Unforwarded == 0 })
+			if !slices.Equal(k.ackedIDs(), want) || s.Stats().Quarantined != 0 {
+				t.Fatalf("kafka acknowledged %v, want %v; %+v\n%s", k.ackedIDs(), want, s.Stats(), logs)
+			}
+		})
+	}
+}
+
+// TestDescriptorFloodWhileSkippingDamage: a damaged frame is given up
+// after the tries it gets, and only it; a descriptor flood that begins as
+// the forwarder reads the segment to skip the damage delays that, and does
+// not make it give up the rest of the segment unread.
+func TestDescriptorFloodWhileSkippingDamage(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t.TempDir())
+	cfg.SegmentBytes = 4 << 10
+	fsys := &faultyFS{}
+	s, logs, _ := openOn(t, cfg, fsys)
+	for i := range 12 {
+		if err := s.Append(context.Background(), []event.Record{bigRec(fmt.Sprintf("r%03d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(cfg.Dir, segName(1))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[frameIndex(t, b)[2]+20] ^= 0x40 // r002
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The segment is opened once by each of the 3 tries (an epoch each,
+	// the first reading r000 and r001 before the damage), then to skip
+	// the damage: from then on, no descriptor.
+	flood := &fault{op: "open", suffix: segName(1), n: 4, sticky: true, err: syscall.EMFILE}
+	fsys.mu.Lock()
+	fsys.faults = []*fault{flood}
+	fsys.mu.Unlock()
+	k := newFakeKafka()
+	fc := forwarderConfig()
+	fc.QuarantineAfter = 3
+	startWatched(t, s, k, fc)
+	testkit.WaitFor(t, 10*time.Second, "the flood to last several tries, or records given up", func() bool {
+		fsys.mu.Lock()
+		defer fsys.mu.Unlock()
+		return flood.seen >= 10 || s.Stats().Quarantined > 0
+	})
+	if st := s.Stats(); st.Quarantined != 0 {
+		t.Fatalf("records given up during the flood: %+v\n%s", st, logs)
+	}
+	fsys.mu.Lock()
+	fsys.faults = nil
+	fsys.mu.Unlock()
+	testkit.WaitFor(t, 10*time.Second, "everything delivered", func() bool { return s.Stats().Unforwarded == 0 })
+	if want := idRange(0, 12, 2); !slices.Equal(k.ackedIDs(), want) || s.Stats().Quarantined != 1 {
+		t.Fatalf("kafka acknowledged %v, want %v; %+v\n%s", k.ackedIDs(), want, s.Stats(), logs)
+	}
+}
