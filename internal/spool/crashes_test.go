@@ -438,3 +438,64 @@ func TestDescriptorFloodWhileSkippingDamage(t *testing.T) {
 		t.Fatalf("kafka acknowledged %v, want %v; %+v\n%s", k.ackedIDs(), want, s.Stats(), logs)
 	}
 }
+
+// TestForwarderWhileCursorAndDiskFail runs the forwarder while the cursor
+// cannot be written and appends are now and then refused for lack of
+// space (each sealing the segment being written, which the forwarder may
+// be reading): delivered segments are deleted under it all the same (by
+// Ack, and by tidy), and every acknowledged record reaches Kafka, in
+// order, none given up. A kill -9 then, with the cursor far behind,
+// starts with nothing but records delivered already.
+func TestForwarderWhileCursorAndDiskFail(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t.TempDir())
+	cfg.SegmentBytes = 4 << 10
+	fsys := &faultyFS{}
+	s, logs, _ := openOn(t, cfg, fsys)
+	cursorFault := &fault{op: "write", suffix: cursorName, n: 1, sticky: true, err: syscall.ENOSPC}
+	fsys.mu.Lock()
+	fsys.faults = []*fault{cursorFault}
+	fsys.mu.Unlock()
+	k := newFakeKafka()
+	startWatched(t, s, k, forwarderConfig())
+	var accepted []string
+	for i := range 300 {
+		if i%7 == 3 {
+			fsys.mu.Lock()
+			fsys.faults = []*fault{cursorFault, {op: "write", suffix: ".seg", n: 1, err: syscall.ENOSPC}}
+			fsys.mu.Unlock()
+		}
+		id := fmt.Sprintf("r%03d", i)
+		err := s.Append(context.Background(), []event.Record{bigRec(id)})
+		switch {
+		case err == nil:
+			accepted = append(accepted, id)
+		case !errors.Is(err, syscall.ENOSPC):
+			t.Fatalf("append %s: %v", id, err)
+		}
+	}
+	if len(accepted) == 300 {
+		t.Fatal("no append was refused")
+	}
+	testkit.WaitFor(t, 10*time.Second, "everything delivered", func() bool { return s.Stats().Unforwarded == 0 })
+	if got := k.ackedIDs(); !slices.Equal(got, accepted) || s.Stats().Quarantined != 0 {
+		t.Fatalf("kafka acknowledged %d records, want %d; %+v\n%s", len(got), len(accepted), s.Stats(), logs)
+	}
+	produced, _ := k.snapshot()
+	checkLastProductionsInOrder(t, produced)
+	// tidy deletes what was sealed after its delivery.
+	testkit.WaitFor(t, 5*time.Second, "the delivered segments deleted", func() bool { return len(segFiles(t, cfg.Dir)) == 1 })
+	fsys.mu.Lock()
+	tries := cursorFault.seen
+	fsys.mu.Unlock()
+	if tries < 2 {
+		t.Fatalf("the cursor was written %d times", tries)
+	}
+	crashed := crashCopy(t, s)
+	cfg.Dir = crashed
+	s2, logs2, _ := open(t, cfg)
+	got, _ := readAll(t, s2, s2.Delivered())
+	if g := ids(got); len(g) > len(accepted) || !slices.Equal(g, accepted[len(accepted)-len(g):]) || s2.Stats().Quarantined != 0 {
+		t.Fatalf("after a kill -9: holds %v, not the last of what was delivered; %+v\n%s", g, s2.Stats(), logs2)
+	}
+}
