@@ -300,3 +300,52 @@ func TestCursorTornAtEveryByte(t *testing.T) {
 		})
 	}
 }
+
+// TestCursorSlotsGenerations: the slot with the higher generation is the
+// cursor, whatever the positions (Open may write one behind the other: a
+// cursor judged wrong, numbering from 1 again); a damaged slot is passed
+// over however high its generation looks; and the next write goes to the
+// slot that does not hold the cursor, so a write cut short leaves it.
+func TestCursorSlotsGenerations(t *testing.T) {
+	ahead, behind := Pos{Seg: 500, Off: 4096, Seq: 530}, Pos{Seg: 1, Seq: 1}
+	file := func(g0 uint64, p0 Pos, g1 uint64, p1 Pos) []byte {
+		b := make([]byte, cursorSize)
+		putSlot(b[:cursorSlot], g0, p0)
+		putSlot(b[cursorSlot:], g1, p1)
+		return b
+	}
+	cases := []struct {
+		name string
+		b    []byte
+		want Pos
+		gen  uint64
+	}{
+		{"the newer slot behind the older", file(6, behind, 5, ahead), behind, 6},
+		{"the newer slot second", file(5, ahead, 6, behind), behind, 6},
+		{"the newer slot damaged", func() []byte {
+			b := file(5, behind, 6, ahead)
+			b[cursorSlot+15] ^= 1
+			return b
+		}(), behind, 5},
+		{"one slot never written", func() []byte {
+			b := file(1, behind, 0, Pos{})
+			clear(b[cursorSlot:])
+			return b
+		}(), behind, 1},
+		// saveCursor never writes one generation twice (a failed write
+		// uses one up); a file with both the same still reads.
+		{"the same generation in both", file(7, behind, 7, behind), behind, 7},
+	}
+	for _, tc := range cases {
+		p, gen, next, ok := parseSlots(tc.b)
+		if !ok || p != tc.want || gen != tc.gen {
+			t.Errorf("%s: %v generation %d (ok %v), want %v generation %d", tc.name, p, gen, ok, tc.want, tc.gen)
+			continue
+		}
+		// The slot the next write goes to is not the one read.
+		at := tc.b[(1-next)*cursorSlot : (2-next)*cursorSlot]
+		if q, g, _, ok := parseSlots(append(append([]byte(nil), at...), make([]byte, cursorSlot)...)); !ok || q != p || g != gen {
+			t.Errorf("%s: the next write goes to slot %d, which holds the cursor", tc.name, next)
+		}
+	}
+}

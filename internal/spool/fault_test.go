@@ -28,7 +28,7 @@ type faultyFS struct {
 // suffix, and, if sticky, every such call after it. A failed write writes
 // half of its bytes first, as a short write does.
 type fault struct {
-	op     string // create, write, sync, truncate, rename (the new name), remove, syncdir
+	op     string // create, open (an existing file), write, sync, truncate, rename (the new name), remove, syncdir
 	suffix string
 	n      int
 	sticky bool
@@ -56,6 +56,8 @@ func (fs *faultyFS) OpenFile(name string, flag int, perm os.FileMode) (File, err
 		if err := fs.check("create", name); err != nil {
 			return nil, err
 		}
+	} else if err := fs.check("open", name); err != nil {
+		return nil, err
 	}
 	f, err := fs.osFS.OpenFile(name, flag, perm)
 	if err != nil {

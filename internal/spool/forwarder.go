@@ -371,8 +371,15 @@ func (f *Forwarder) setStuck() {
 
 // unreadable counts a failure to read the spool at re.pos; at the
 // QuarantineAfter-th in a row it gives up the records that cannot be read
-// there and records the position after them as delivered (true).
+// there and records the position after them as delivered (true). A
+// failure for want of a file descriptor or memory is not counted: it says
+// nothing of the records, which are read once the shortage ends.
 func (f *Forwarder) unreadable(re *readError) bool {
+	if exhausted(re.err) {
+		f.readLog.Log("err", re.err, "attempt", "until the shortage ends")
+		f.setStuck()
+		return false
+	}
 	if f.readFails == 0 || re.pos != f.readAt {
 		f.readFails, f.readAt = 0, re.pos
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 )
 
 // Damage inside a segment is cut out, not followed to the end: after a bad
@@ -174,6 +175,9 @@ func (s *Spool) skipDamaged(p Pos, cause error) (Pos, uint64, error) {
 		restLost = e - p.Seq
 	}
 	data, err := s.readSegment(seg.path, end)
+	if exhausted(err) {
+		return p, 0, fmt.Errorf("spool: reading %s to skip damage: %w", name, err)
+	}
 	if errors.Is(err, fs.ErrNotExist) {
 		s.mu.Lock()
 		if !seg.missing {
@@ -214,6 +218,13 @@ func (s *Spool) skipDamaged(p Pos, cause error) (Pos, uint64, error) {
 	s.log.Error("spool: a damaged frame cannot be sent; giving it up, delivery goes on after it",
 		"segment", name, "offset", p.Off, "records_lost", lost, "resume_offset", next.Off, "quarantined", filepath.Base(q), "reason", cause)
 	return next, lost, nil
+}
+
+// exhausted reports whether err says the process or the system is short
+// of file descriptors (a descriptor flood) or memory: no sign of damage,
+// and over once the shortage is.
+func exhausted(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) || errors.Is(err, syscall.ENOMEM)
 }
 
 // readSegment reads the first n bytes of the segment path.
