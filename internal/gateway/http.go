@@ -53,7 +53,7 @@ func newServer(cfg Config, h http.Handler, log *slog.Logger) (*http.Server, erro
 func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) (*http.Server, error) {
 	srv := &http.Server{
 		TLSConfig:         tc,
-		Handler:           closeChunked(limitRequests(cfg, h)),
+		Handler:           closeAmbiguous(limitRequests(cfg, h)),
 		ConnContext:       membudget.ConnContext,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
@@ -82,18 +82,21 @@ func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) 
 	return srv, nil
 }
 
-// closeChunked closes an HTTP/1.1 connection after the answer to a request
-// with a chunked body. net/http reads a request with both Transfer-Encoding:
-// chunked and a Content-Length by its chunks and keeps the connection,
-// dropping the Content-Length before a handler could see it; a proxy in
-// front that framed it by its length then takes what follows the chunks for
-// a body while inlet serves it as the next request (request smuggling).
-// RFC 9112 §6.1 requires the close; as the two cannot be told apart here,
-// every chunked request gets it (browsers and inlet's SDKs announce a
-// length). TestSmuggling and FuzzFraming fail without it.
-func closeChunked(h http.Handler) http.Handler {
+// closeAmbiguous closes an HTTP/1.x connection after the answer to a
+// request whose framing a proxy in front may have read otherwise: one with
+// a chunked body, and any HTTP/1.0 one. net/http reads a request with both
+// Transfer-Encoding: chunked and a Content-Length by its chunks and keeps
+// the connection, and it ignores Transfer-Encoding on HTTP/1.0 (keep-alive)
+// — dropping the field it did not follow before a handler can see it. A
+// proxy that framed the request by that field takes what follows for a
+// body while inlet serves it as the next request (request smuggling); RFC
+// 9112 §6.1 requires the close in both cases. As they cannot be told apart
+// here, every chunked or HTTP/1.0 request gets it (browsers and inlet's
+// SDKs send HTTP/1.1 with a length). TestSmuggling and FuzzFraming fail
+// without it.
+func closeAmbiguous(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.TransferEncoding) > 0 && r.ProtoMajor == 1 {
+		if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
 			w.Header().Set("Connection", "close")
 		}
 		h.ServeHTTP(w, r)
