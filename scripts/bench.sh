@@ -25,7 +25,11 @@
 # Usage: scripts/bench.sh      (make bench)
 # Environment: ROUNDS=3 DURATION=20s WARMUP=5s OPEN_DURATION=15s CONNS=100
 #   EVENTS=5 EVENT_BYTES=100 FIXED_RATE=2000 PROFILE_SECONDS=10 KAFKA_WARMUP=15s
-#   SERVERS="noop none kafka spool kafka-nethttp" (a subset, in this order)
+#   SERVERS="noop none kafka spool" (a subset, in this order); each inlet
+#     server is MODE[-nethttp][-base]: --ack MODE; -base runs inlet built
+#     from the commit BASE (BASE=<git revision>), to compare a change with
+#     what it changes in one run; -nethttp adds --http-front nethttp (for
+#     a BASE that still had the fasthttp front)
 #   BENCH_OUT=dir for the reports (default /tmp/inlet-bench-<time>)
 #   BENCH_KAFKA_DISK=1 for Kafka's log on disk rather than in memory
 set -euo pipefail
@@ -82,6 +86,22 @@ cleanup() {
 }
 trap cleanup EXIT
 
+SERVERS="${SERVERS:-noop none kafka spool}"
+read -r -a LIST <<<"$SERVERS"
+# label SERVER: its name in the table.
+label() {
+	local s="$1" mode extra=""
+	[ "$s" = noop ] && { echo "no-op net/http"; return; }
+	mode="${s%%-*}"
+	[[ "$s" == *-nethttp* ]] && extra+=" --http-front nethttp"
+	[[ "$s" == *-base ]] && extra+=", at $BASE_REV"
+	echo "inlet --ack $mode$extra"
+}
+for s in "${LIST[@]}"; do
+	[[ "$s" =~ ^(noop|(none|kafka|spool)(-nethttp)?(-base)?)$ ]] || die "no server $s"
+	if [[ "$s" == *-base ]] && [ -z "${BASE:-}" ]; then die "$s needs BASE=<git revision>"; fi
+done
+
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 log "load average before: $LOAD_BEFORE; reports go to $OUT"
 if awk '{ exit !($1 > 1) }' /proc/loadavg; then
@@ -90,6 +110,14 @@ fi
 log "building inlet and noop"
 CGO_ENABLED=0 go build -o "$WORK/inlet" ./cmd/inlet
 CGO_ENABLED=0 go build -o "$WORK/noop" ./cmd/noop
+if [ -n "${BASE:-}" ]; then
+	# git archive, not a worktree: nothing of this repository's state changes.
+	BASE_REV="$(git rev-parse --short "$BASE^{commit}")" || die "BASE=$BASE is not a commit"
+	log "building inlet at $BASE_REV (BASE)"
+	mkdir -p "$WORK/base"
+	git archive "$BASE_REV" | tar -x -C "$WORK/base"
+	(cd "$WORK/base" && CGO_ENABLED=0 go build -o "$WORK/inlet-base" ./cmd/inlet)
+fi
 log "starting Kafka on core 1, $KAFKA_PLACE"
 BROKERS="$(taskset -c 1 scripts/kafka.sh start | tail -n 1)"
 KAFKA_PID="$(cat "$KAFKA_DIR/kafka.pid")"
@@ -182,10 +210,6 @@ j() { jq -r "$2" "$1"; }
 failed() { jq -r '([.status | to_entries[] | select(.key | startswith("2") | not) | .value] | add // 0) + ([.errors[]?.count] | add // 0)' "$1"; }
 ms() { awk -v v="$1" 'BEGIN { if (v < 10) printf "%.2f ms", v; else if (v < 100) printf "%.1f ms", v; else printf "%.0f ms", v }'; }
 
-# kafka-nethttp: --ack kafka with every request on net/http
-# (--http-front nethttp), beside the default fasthttp front for ingest.
-SERVERS="${SERVERS:-noop none kafka spool kafka-nethttp}"
-read -r -a LIST <<<"$SERVERS"
 # Per run, keyed SERVER/ROUND.
 declare -A RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER BUF
 port=18580
@@ -202,18 +226,17 @@ for r in $(seq 1 "$ROUNDS"); do
 		if [ "$s" = noop ]; then
 			log "no-op server (core 0)"
 			start_server "noop-$r" "$port" "$WORK/noop" --listen "127.0.0.1:$port"
-		elif [ "$s" = kafka-nethttp ]; then
-			log "inlet serve --ack kafka --http-front nethttp (core 0)"
-			start_server "inlet-$s-$r" "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
-				--ack kafka --http-front nethttp --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
 		else
-			log "inlet serve --ack $s (core 0)"
-			start_server "inlet-$s-$r" "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
-				--ack "$s" --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
+			bin="$WORK/inlet" extra=()
+			[[ "$s" == *-base ]] && bin="$WORK/inlet-base"
+			[[ "$s" == *-nethttp* ]] && extra=(--http-front nethttp)
+			log "$(label "$s") (core 0)"
+			start_server "inlet-$s-$r" "$port" "$bin" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+				--ack "${s%%-*}" "${extra[@]}" --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
 		fi
 		log "$s: closed loop, $CONNS connections, $DURATION after $WARMUP warmup"
 		sampler=
-		if [ "$s" != noop ] && [ "$s" != spool ]; then
+		if [ "$s" != noop ] && [ "${s%%-*}" != spool ]; then
 			taskset -c 1 bash -c "$(declare -f sample_buffer); sample_buffer http://127.0.0.1:$port/metrics $OUT/$s-$r-buffer" &
 			sampler=$!
 		fi
@@ -311,9 +334,7 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | peak RSS per round, MB | producer buffer peak per round, records/MiB | other work per round |"
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for s in $SERVERS; do
-		name="inlet --ack $s"
-		[ "$s" = noop ] && name="no-op net/http"
-		[ "$s" = kafka-nethttp ] && name="inlet --ack kafka --http-front nethttp"
+		name="$(label "$s")"
 		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
 			"$(awk -v a="${M_RPS[$s]}" -v b="${M_RPS[noop]:-}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')" \
 			"$(ms "${M_P50[$s]}")" "$(ms "${M_P99[$s]}")" "${M_CPU[$s]}" "${M_HALF[$s]}" "$(ms "${M_HP50[$s]}")" "$(ms "${M_HP99[$s]}")" \
@@ -341,9 +362,15 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 		has "$s" || continue
 		awk -v s="$s" -v m="${M_RSS[$s]}" -v p="${M_HP99[$s]}" 'BEGIN { printf "- `--ack %s`: peak RSS at most 50 MB: %d MB, %s; open-loop p99 at half its maximum rate at most 10 ms: %.2f ms, %s\n", s, m, (m <= 50 ? "met" : "missed"), p, (p <= 10 ? "met" : "missed") }'
 	done
-	if has kafka && has kafka-nethttp; then
-		awk -v f="${M_RPS[kafka]}" -v n="${M_RPS[kafka-nethttp]}" 'BEGIN { printf "- the fasthttp front (item 5): `--ack kafka` answers %.2fx the req/s of the same with `--http-front nethttp`\n", f / n }'
-	fi
+	for m in kafka spool; do
+		for b in "$m-base" "$m-nethttp-base"; do
+			has "$m" && has "$b" || continue
+			per=()
+			for r in $(seq 1 "$ROUNDS"); do per+=("$(awk -v a="${RPS[$m/$r]}" -v b="${RPS[$b/$r]}" 'BEGIN { printf "%.2fx", a / b }')"); done
+			awk -v m="$m" -v b="$(label "$b")" -v x="${M_RPS[$m]}" -v y="${M_RPS[$b]}" -v per="${per[*]}" 'BEGIN { r = x / y
+				printf "- (issue 27) `--ack %s` at least 0.9x the req/s of %s: %.2fx (medians; by round %s), %s\n", m, b, r, per, (r >= 0.9 ? "met" : "missed") }'
+		done
+	done
 	echo
 	echo "CPU profile of \`inlet serve --ack kafka --pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(awk '/throughput/ {printf "%.0f req/s", $2; exit}' "$OUT/kafka-pprof-load.txt"); other work ${OTHER[profile]}% of a core):"
 	echo
