@@ -20,7 +20,7 @@ import (
 type discardSink struct{}
 
 func (discardSink) Write(context.Context, []event.Record) error { return nil }
-func (discardSink) RecordsDone(error) bool                     { return true }
+func (discardSink) RecordsDone(error) bool                      { return true }
 
 // BenchmarkServeBatch is one POST /v1/batch of 5 events of about 100 bytes
 // (make bench's request) per op, on the gateway's own HTTP server
