@@ -2,7 +2,9 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -117,5 +119,47 @@ func TestLongBareLFRequestLine(t *testing.T) {
 	resp.Body.Close()
 	if took := time.Since(start); resp.StatusCode != http.StatusOK || took > 3*time.Second {
 		t.Fatalf("answer %d after %v, want 200 at once", resp.StatusCode, took)
+	}
+}
+
+// TestHTTPFrontDeprecated: --http-front, whose fasthttp front is gone,
+// still parses for a release: fasthttp starts with a warning that it was
+// removed, nethttp with a note, both serve ingest on net/http; another
+// value is refused, naming the flag.
+func TestHTTPFrontDeprecated(t *testing.T) {
+	for _, tc := range []struct{ value, log string }{
+		{gateway.FrontFast, `level=WARN msg="--http-front fasthttp: the fasthttp front was removed; net/http serves every listener`},
+		{gateway.FrontNetHTTP, `level=INFO msg="--http-front nethttp: net/http serves every listener`},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			cfg := gatewaytest.Config(t, []string{testkit.FreeAddr(t)}, "events") // --ack spool: no Kafka needed
+			cfg.ShutdownTimeout = time.Second                                     // nothing to drain to
+			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+			cfg.RegisterFlags(fs)
+			if err := fs.Parse([]string{"--http-front", tc.value}); err != nil {
+				t.Fatal(err)
+			}
+			log, logs := testkit.NewLogBuffer()
+			g, err := gateway.Start(cfg, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+				defer cancel()
+				_ = g.Shutdown(ctx)
+			})
+			if !strings.Contains(logs.String(), tc.log) {
+				t.Errorf("log without %q:\n%s", tc.log, logs)
+			}
+			if r := testkit.Do(t, "POST", "http://"+g.Addr()+"/v1/batch", []byte(`[{"event":"e"}]`), "Content-Type", "application/json"); r.Status != http.StatusOK {
+				t.Errorf("ingest: %s, want 200", r)
+			}
+		})
+	}
+	cfg := gateway.DefaultConfig()
+	cfg.HTTPFront = "fast"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `--http-front "fast"`) {
+		t.Errorf("--http-front fast: %v, want an error naming the flag", err)
 	}
 }
