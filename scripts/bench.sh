@@ -4,7 +4,7 @@
 # HTTP stack), and `inlet serve` with --ack none, kafka and spool, against
 # a real single-node Kafka broker. Prints a Markdown table for
 # BENCHMARKS.md, with the machine and the command, and the top of a CPU
-# profile of inlet serve --ack kafka under the same load.
+# profile of inlet serve --ack kafka under the same load (and of BASE's).
 #
 # Pinning (this machine has 2 cores): each server on core 0 with
 # GOMAXPROCS=1; Kafka and the load generator (inlet bench http) on core 1.
@@ -78,7 +78,9 @@ done
 [ "$(nproc --all)" -ge 2 ] || die "two cores are needed: servers on core 0, Kafka and the load on core 1"
 
 SERVER_PID=
+LOAD_PID=
 cleanup() {
+	if [ -n "$LOAD_PID" ]; then kill "$LOAD_PID" 2>/dev/null || true; fi
 	if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
 	scripts/kafka.sh stop >/dev/null 2>&1 || true
 	rm -rf "$WORK"
@@ -297,24 +299,32 @@ for s in $SERVERS; do
 	for r in $(seq 1 "$ROUNDS"); do M_FAILED[$s]=$((M_FAILED[$s] + FAILED[$s/$r])); done
 done
 
-# Where the time goes: a CPU profile of --ack kafka under the closed loop.
-port=$((port + 1))
-log "profile: inlet serve --ack kafka --pprof, ${PROFILE_SECONDS}s of CPU profile under the closed loop"
-start_server inlet-kafka-pprof "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
-	--ack kafka --topic bench-kafka --data-dir "$WORK/data-pprof" --log-level warn --pprof
-snapshot
-before="$SNAP"
-warm_s="$(awk -v w="$WARMUP" 'BEGIN { sub(/s$/, "", w); print w + 0 }')"
-taskset -c 1 "$WORK/inlet" bench http --target "http://127.0.0.1:$port/v1/batch" --events "$EVENTS" --event-bytes "$EVENT_BYTES" \
-	--concurrency "$CONNS" --warmup "$WARMUP" --duration "$((PROFILE_SECONDS + 4))s" >"$OUT/kafka-pprof-load.txt" 2>>"$OUT/load.log" &
-LOAD_PID=$!
-sleep "$(awk -v w="$warm_s" 'BEGIN { print w + 1 }')"
-taskset -c 1 curl -sf -o "$OUT/cpu-kafka.pprof" "http://127.0.0.1:$port/debug/pprof/profile?seconds=$PROFILE_SECONDS"
-wait "$LOAD_PID" || true
-snapshot
-OTHER[profile]="$(other_cpu "$before" "$SNAP")"
-stop_server
-cp "$WORK/inlet" "$OUT/inlet" # the binary the profile is of
+# Where the time goes: a CPU profile of --ack kafka under the closed loop
+# (and of the BASE binary's, with BASE: the difference, function by function).
+PROFILED=(kafka)
+[ -n "${BASE:-}" ] && PROFILED+=(kafka-base)
+for s in "${PROFILED[@]}"; do
+	port=$((port + 1))
+	bin="$WORK/inlet"
+	[ "$s" = kafka-base ] && bin="$WORK/inlet-base"
+	log "profile: $(label "$s") --pprof, ${PROFILE_SECONDS}s of CPU profile under the closed loop"
+	start_server "inlet-$s-pprof" "$port" "$bin" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+		--ack kafka --topic "bench-$s-pprof" --data-dir "$WORK/data-$s-pprof" --log-level warn --pprof
+	snapshot
+	before="$SNAP"
+	warm_s="$(awk -v w="$WARMUP" 'BEGIN { sub(/s$/, "", w); print w + 0 }')"
+	taskset -c 1 "$WORK/inlet" bench http --target "http://127.0.0.1:$port/v1/batch" --events "$EVENTS" --event-bytes "$EVENT_BYTES" \
+		--concurrency "$CONNS" --warmup "$WARMUP" --duration "$((PROFILE_SECONDS + 4))s" >"$OUT/$s-pprof-load.txt" 2>>"$OUT/load.log" &
+	LOAD_PID=$!
+	sleep "$(awk -v w="$warm_s" 'BEGIN { print w + 1 }')"
+	taskset -c 1 curl -sf -o "$OUT/cpu-$s.pprof" "http://127.0.0.1:$port/debug/pprof/profile?seconds=$PROFILE_SECONDS"
+	wait "$LOAD_PID" || true
+	LOAD_PID=
+	snapshot
+	OTHER[profile-$s]="$(other_cpu "$before" "$SNAP")"
+	stop_server
+	cp "$bin" "$OUT/$(basename "$bin")" # the binary the profile is of
+done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The report.
@@ -372,13 +382,21 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 		done
 	done
 	echo
-	echo "CPU profile of \`inlet serve --ack kafka --pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(awk '/throughput/ {printf "%.0f req/s", $2; exit}' "$OUT/kafka-pprof-load.txt"); other work ${OTHER[profile]}% of a core):"
-	echo
-	echo '```'
-	go tool pprof -top -nodecount=15 "$OUT/cpu-kafka.pprof" 2>/dev/null | sed -n '/^Showing\|^      flat/,$p'
-	echo
-	go tool pprof -top -cum -nodecount=15 "$OUT/cpu-kafka.pprof" 2>/dev/null | sed -n '/^      flat/,$p'
-	echo '```'
-	echo
+	for s in "${PROFILED[@]}"; do
+		f="$OUT/cpu-$s.pprof"
+		rps="$(awk '/throughput/ {print $2; exit}' "$OUT/$s-pprof-load.txt")"
+		# CPU per request: the profile's samples over the requests of its window.
+		per="$(go tool pprof -top -nodecount=1 "$f" 2>/dev/null | awk -v r="$rps" -v d="$PROFILE_SECONDS" '
+			/Total samples/ { for (i = 1; i <= NF; i++) if ($i == "=") { v = $(i + 1); u = v; sub(/[a-z]+$/, "", v); sub(/^[0-9.]+/, "", u) } }
+			END { if (u == "ms") v /= 1000; if (r > 0) printf "%.1f", v * 1e6 / (r * d) }')"
+		echo "CPU profile of \`$(label "$s") --pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(printf '%.0f' "$rps") req/s, ${per} µs of CPU per request; other work ${OTHER[profile-$s]}% of a core):"
+		echo
+		echo '```'
+		go tool pprof -top -nodecount=15 "$f" 2>/dev/null | sed -n '/^Showing\|^      flat/,$p'
+		echo
+		go tool pprof -top -cum -nodecount=25 "$f" 2>/dev/null | sed -n '/^      flat/,$p'
+		echo '```'
+		echo
+	done
 	echo "Reports (JSON, HTML, .hgrm, the profile and the binary it is of): $OUT"
 } | tee "$OUT/summary.md"
