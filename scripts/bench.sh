@@ -213,7 +213,7 @@ failed() { jq -r '([.status | to_entries[] | select(.key | startswith("2") | not
 ms() { awk -v v="$1" 'BEGIN { if (v < 10) printf "%.2f ms", v; else if (v < 100) printf "%.1f ms", v; else printf "%.0f ms", v }'; }
 
 # Per run, keyed SERVER/ROUND.
-declare -A RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER BUF
+declare -A RPS EPS P50 P99 CPU CPUREQ HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER BUF
 port=18580
 for r in $(seq 1 "$ROUNDS"); do
 	log "round $r of $ROUNDS"
@@ -254,6 +254,9 @@ for r in $(seq 1 "$ROUNDS"); do
 			'BEGIN { printf "%.0f", 100 * (b - a) / hz / (t1 - t0) }')"
 		RSS[$k]="$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SERVER_PID/status")"
 		RPS[$k]="$(j "$OUT/$s-$r-closed.json" .requests_per_s)"
+		# The server's CPU per request (µs): on a shared core, req/s follows
+		# the CPU the server got; this is what each request cost.
+		CPUREQ[$k]="$(awk -v c="${CPU[$k]}" -v r="${RPS[$k]}" 'BEGIN { if (r > 0) printf "%.1f", c * 1e4 / r; else print 0 }')"
 		EPS[$k]="$(j "$OUT/$s-$r-closed.json" .events_per_s)"
 		P50[$k]="$(j "$OUT/$s-$r-closed.json" .latency.p50_ms)"
 		P99[$k]="$(j "$OUT/$s-$r-closed.json" .latency.p99_ms)"
@@ -287,9 +290,9 @@ rounds() {
 	echo "${out[*]}"
 }
 # The medians, by server, for the report.
-declare -A M_RPS M_EPS M_P50 M_P99 M_CPU M_HALF M_HP50 M_HP99 M_FP50 M_FP99 M_RSS M_FAILED
+declare -A M_RPS M_EPS M_P50 M_P99 M_CPU M_CPUREQ M_HALF M_HP50 M_HP99 M_FP50 M_FP99 M_RSS M_FAILED
 for s in $SERVERS; do
-	for f in RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99; do
+	for f in RPS EPS P50 P99 CPU CPUREQ HALF HP50 HP99 FP50 FP99; do
 		declare -n m="M_$f"
 		m[$s]="$(med "$f" "$s")"
 		unset -n m
@@ -307,7 +310,7 @@ for s in "${PROFILED[@]}"; do
 	port=$((port + 1))
 	bin="$WORK/inlet"
 	[ "$s" = kafka-base ] && bin="$WORK/inlet-base"
-	log "profile: $(label "$s") --pprof, ${PROFILE_SECONDS}s of CPU profile under the closed loop"
+	log "profile: $(label "$s"), ${PROFILE_SECONDS}s of CPU profile under the closed loop"
 	start_server "inlet-$s-pprof" "$port" "$bin" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
 		--ack kafka --topic "bench-$s-pprof" --data-dir "$WORK/data-$s-pprof" --log-level warn --pprof
 	snapshot
@@ -337,17 +340,17 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 	echo "make bench    # scripts/bench.sh: ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP OPEN_DURATION=$OPEN_DURATION CONNS=$CONNS EVENTS=$EVENTS EVENT_BYTES=$EVENT_BYTES FIXED_RATE=$FIXED_RATE"
 	echo '```'
 	echo
-	echo "Each server on core 0 with \`GOMAXPROCS=1\`; Kafka and the load generator (\`inlet bench http\`, $EVENTS events of about $EVENT_BYTES bytes per request, unique ids) on core 1. Closed loop: $CONNS connections, $DURATION after $WARMUP warmup. Open loop: latency from each request's intended send time, at half the server's closed-loop rate and at $FIXED_RATE req/s, $OPEN_DURATION after $WARMUP warmup, at most $CONNS connections. Server CPU: the server's CPU time over the closed loop (warmup included) per second: 100% is core 0 saturated. Peak RSS: \`VmHWM\` after the closed loop."
+	echo "Each server on core 0 with \`GOMAXPROCS=1\`; Kafka and the load generator (\`inlet bench http\`, $EVENTS events of about $EVENT_BYTES bytes per request, unique ids) on core 1. Closed loop: $CONNS connections, $DURATION after $WARMUP warmup. Open loop: latency from each request's intended send time, at half the server's closed-loop rate and at $FIXED_RATE req/s, $OPEN_DURATION after $WARMUP warmup, at most $CONNS connections. Server CPU: the server's CPU time over the closed loop (warmup included) per second: 100% is core 0 saturated; CPU per request: that time over the requests answered, the median of the rounds. Peak RSS: \`VmHWM\` after the closed loop."
 	echo
 	echo "Kafka warmed up first (\`inlet bench kafka\`, ${KAFKA_WARMUP:-15s}). $ROUNDS rounds, the servers interleaved (each round starts one server later in the list), each run on a new topic; the table gives the medians of the rounds (peak RSS: the highest of the rounds, each listed)."
 	echo
-	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | peak RSS per round, MB | producer buffer peak per round, records/MiB | other work per round |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | CPU per request | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | peak RSS per round, MB | producer buffer peak per round, records/MiB | other work per round |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for s in $SERVERS; do
 		name="$(label "$s")"
-		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
+		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.1f µs | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
 			"$(awk -v a="${M_RPS[$s]}" -v b="${M_RPS[noop]:-}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')" \
-			"$(ms "${M_P50[$s]}")" "$(ms "${M_P99[$s]}")" "${M_CPU[$s]}" "${M_HALF[$s]}" "$(ms "${M_HP50[$s]}")" "$(ms "${M_HP99[$s]}")" \
+			"$(ms "${M_P50[$s]}")" "$(ms "${M_P99[$s]}")" "${M_CPU[$s]}" "${M_CPUREQ[$s]}" "${M_HALF[$s]}" "$(ms "${M_HP50[$s]}")" "$(ms "${M_HP99[$s]}")" \
 			"$(ms "${M_FP50[$s]}")" "$(ms "${M_FP99[$s]}")" "${M_RSS[$s]}" "${M_FAILED[$s]}" "$(rounds RPS "$s" %.0f)" "$(rounds RSS "$s" %s)" "$(rounds BUF "$s" %s)" "$(rounds OTHER "$s" %s%%)"
 	done
 	echo
@@ -377,8 +380,8 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 			has "$m" && has "$b" || continue
 			per=()
 			for r in $(seq 1 "$ROUNDS"); do per+=("$(awk -v a="${RPS[$m/$r]}" -v b="${RPS[$b/$r]}" 'BEGIN { printf "%.2fx", a / b }')"); done
-			awk -v m="$m" -v b="$(label "$b")" -v x="${M_RPS[$m]}" -v y="${M_RPS[$b]}" -v per="${per[*]}" 'BEGIN { r = x / y
-				printf "- (issue 27) `--ack %s` at least 0.9x the req/s of %s: %.2fx (medians; by round %s), %s\n", m, b, r, per, (r >= 0.9 ? "met" : "missed") }'
+			awk -v m="$m" -v b="$(label "$b")" -v x="${M_RPS[$m]}" -v y="${M_RPS[$b]}" -v per="${per[*]}" -v cx="${M_CPUREQ[$m]}" -v cy="${M_CPUREQ[$b]}" 'BEGIN { r = x / y
+				printf "- (issue 27) `--ack %s` at least 0.9x the req/s of %s: %.2fx (medians; by round %s), %s; CPU per request %.1f µs against %.1f (%.2fx)\n", m, b, r, per, (r >= 0.9 ? "met" : "missed"), cx, cy, cx / cy }'
 		done
 	done
 	echo
@@ -389,7 +392,7 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 		per="$(go tool pprof -top -nodecount=1 "$f" 2>/dev/null | awk -v r="$rps" -v d="$PROFILE_SECONDS" '
 			/Total samples/ { for (i = 1; i <= NF; i++) if ($i == "=") { v = $(i + 1); u = v; sub(/[a-z]+$/, "", v); sub(/^[0-9.]+/, "", u) } }
 			END { if (u == "ms") v /= 1000; if (r > 0) printf "%.1f", v * 1e6 / (r * d) }')"
-		echo "CPU profile of \`$(label "$s") --pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(printf '%.0f' "$rps") req/s, ${per} µs of CPU per request; other work ${OTHER[profile-$s]}% of a core):"
+		echo "CPU profile of \`$(label "$s")\` with \`--pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(printf '%.0f' "$rps") req/s, ${per} µs of CPU per request; other work ${OTHER[profile-$s]}% of a core):"
 		echo
 		echo '```'
 		go tool pprof -top -nodecount=15 "$f" 2>/dev/null | sed -n '/^Showing\|^      flat/,$p'
