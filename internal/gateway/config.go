@@ -100,6 +100,7 @@ type Config struct {
 	// HTTPFront is what --http-front said: "", FrontNetHTTP or FrontFast.
 	// net/http serves every listener whatever it is; FrontFast (the
 	// fasthttp front, removed) is logged as a warning at start.
+	//
 	// Deprecated: to be removed with the flag in the next release.
 	HTTPFront string
 
