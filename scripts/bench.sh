@@ -337,7 +337,7 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 	echo "**Machine**: $(nproc --all) vCPU $cpu, $mem, Linux $(uname -r), $(go version | awk '{print $3}'), Apache Kafka ${KAFKA_VERSION:-4.4.0} (single-node KRaft, \`scripts/kafka.sh\`, on core 1, $KAFKA_PLACE). $(date -u +%Y-%m-%d), load average $LOAD_BEFORE before the run, $LOAD_AFTER after."
 	echo
 	echo '```sh'
-	echo "make bench    # scripts/bench.sh: ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP OPEN_DURATION=$OPEN_DURATION CONNS=$CONNS EVENTS=$EVENTS EVENT_BYTES=$EVENT_BYTES FIXED_RATE=$FIXED_RATE"
+	echo "${BASE:+BASE=$BASE }SERVERS=\"$SERVERS\" scripts/bench.sh    # make bench; ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP OPEN_DURATION=$OPEN_DURATION CONNS=$CONNS EVENTS=$EVENTS EVENT_BYTES=$EVENT_BYTES FIXED_RATE=$FIXED_RATE"
 	echo '```'
 	echo
 	echo "Each server on core 0 with \`GOMAXPROCS=1\`; Kafka and the load generator (\`inlet bench http\`, $EVENTS events of about $EVENT_BYTES bytes per request, unique ids) on core 1. Closed loop: $CONNS connections, $DURATION after $WARMUP warmup. Open loop: latency from each request's intended send time, at half the server's closed-loop rate and at $FIXED_RATE req/s, $OPEN_DURATION after $WARMUP warmup, at most $CONNS connections. Server CPU: the server's CPU time over the closed loop (warmup included) per second: 100% is core 0 saturated; CPU per request: that time over the requests answered, the median of the rounds. Peak RSS: \`VmHWM\` after the closed loop."
