@@ -29,10 +29,11 @@ test-cluster:
 test-short:
 	$(GO) test -short -count=1 ./...
 
-## fuzz: fuzz the batch decoder for FUZZTIME (default 1m)
+## fuzz: fuzz the batch decoder, then HTTP/1.1 request framing (FuzzFraming: no hidden request served or stored), each for FUZZTIME (default 1m)
 FUZZTIME ?= 1m
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzSplitParse -fuzztime=$(FUZZTIME) ./internal/event/
+	$(GO) test -run='^$$' -fuzz='^FuzzFraming$$' -fuzztime=$(FUZZTIME) ./internal/gateway/
 
 ## bench: the headline comparison on real Kafka: no-op server, inlet serve --ack none|kafka|spool, ROUNDS=3 interleaved rounds, medians (scripts/bench.sh, about 20 minutes)
 bench:

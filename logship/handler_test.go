@@ -22,8 +22,7 @@ import (
 	"github.com/inlet-dev/inlet/logship"
 )
 
-// The tests against a real gateway serve on its fasthttp front.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.FasthttpGoroutines()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeSink keeps what it is written; while down, every Write fails after
 // 20 ms (or its context), as an unreachable broker does after a timeout.

@@ -4,7 +4,7 @@
 # HTTP stack), and `inlet serve` with --ack none, kafka and spool, against
 # a real single-node Kafka broker. Prints a Markdown table for
 # BENCHMARKS.md, with the machine and the command, and the top of a CPU
-# profile of inlet serve --ack kafka under the same load.
+# profile of inlet serve --ack kafka under the same load (and of BASE's).
 #
 # Pinning (this machine has 2 cores): each server on core 0 with
 # GOMAXPROCS=1; Kafka and the load generator (inlet bench http) on core 1.
@@ -25,7 +25,11 @@
 # Usage: scripts/bench.sh      (make bench)
 # Environment: ROUNDS=3 DURATION=20s WARMUP=5s OPEN_DURATION=15s CONNS=100
 #   EVENTS=5 EVENT_BYTES=100 FIXED_RATE=2000 PROFILE_SECONDS=10 KAFKA_WARMUP=15s
-#   SERVERS="noop none kafka spool kafka-nethttp" (a subset, in this order)
+#   SERVERS="noop none kafka spool" (a subset, in this order); each inlet
+#     server is MODE[-nethttp][-base]: --ack MODE; -base runs inlet built
+#     from the commit BASE (BASE=<git revision>), to compare a change with
+#     what it changes in one run; -nethttp adds --http-front nethttp (for
+#     a BASE that still had the fasthttp front)
 #   BENCH_OUT=dir for the reports (default /tmp/inlet-bench-<time>)
 #   BENCH_KAFKA_DISK=1 for Kafka's log on disk rather than in memory
 set -euo pipefail
@@ -74,13 +78,31 @@ done
 [ "$(nproc --all)" -ge 2 ] || die "two cores are needed: servers on core 0, Kafka and the load on core 1"
 
 SERVER_PID=
+LOAD_PID=
 cleanup() {
+	if [ -n "$LOAD_PID" ]; then kill "$LOAD_PID" 2>/dev/null || true; fi
 	if [ -n "$SERVER_PID" ]; then kill "$SERVER_PID" 2>/dev/null || true; fi
 	scripts/kafka.sh stop >/dev/null 2>&1 || true
 	rm -rf "$WORK"
 	if [ -n "$KAFKA_SHM" ]; then rm -rf "$KAFKA_SHM"; fi
 }
 trap cleanup EXIT
+
+SERVERS="${SERVERS:-noop none kafka spool}"
+read -r -a LIST <<<"$SERVERS"
+# label SERVER: its name in the table.
+label() {
+	local s="$1" mode extra=""
+	[ "$s" = noop ] && { echo "no-op net/http"; return; }
+	mode="${s%%-*}"
+	[[ "$s" == *-nethttp* ]] && extra+=" --http-front nethttp"
+	[[ "$s" == *-base ]] && extra+=", at $BASE_REV"
+	echo "inlet --ack $mode$extra"
+}
+for s in "${LIST[@]}"; do
+	[[ "$s" =~ ^(noop|(none|kafka|spool)(-nethttp)?(-base)?)$ ]] || die "no server $s"
+	if [[ "$s" == *-base ]] && [ -z "${BASE:-}" ]; then die "$s needs BASE=<git revision>"; fi
+done
 
 LOAD_BEFORE="$(cut -d' ' -f1-3 /proc/loadavg)"
 log "load average before: $LOAD_BEFORE; reports go to $OUT"
@@ -90,6 +112,14 @@ fi
 log "building inlet and noop"
 CGO_ENABLED=0 go build -o "$WORK/inlet" ./cmd/inlet
 CGO_ENABLED=0 go build -o "$WORK/noop" ./cmd/noop
+if [ -n "${BASE:-}" ]; then
+	# git archive, not a worktree: nothing of this repository's state changes.
+	BASE_REV="$(git rev-parse --short "$BASE^{commit}")" || die "BASE=$BASE is not a commit"
+	log "building inlet at $BASE_REV (BASE)"
+	mkdir -p "$WORK/base"
+	git archive "$BASE_REV" | tar -x -C "$WORK/base"
+	(cd "$WORK/base" && CGO_ENABLED=0 go build -o "$WORK/inlet-base" ./cmd/inlet)
+fi
 log "starting Kafka on core 1, $KAFKA_PLACE"
 BROKERS="$(taskset -c 1 scripts/kafka.sh start | tail -n 1)"
 KAFKA_PID="$(cat "$KAFKA_DIR/kafka.pid")"
@@ -182,12 +212,8 @@ j() { jq -r "$2" "$1"; }
 failed() { jq -r '([.status | to_entries[] | select(.key | startswith("2") | not) | .value] | add // 0) + ([.errors[]?.count] | add // 0)' "$1"; }
 ms() { awk -v v="$1" 'BEGIN { if (v < 10) printf "%.2f ms", v; else if (v < 100) printf "%.1f ms", v; else printf "%.0f ms", v }'; }
 
-# kafka-nethttp: --ack kafka with every request on net/http
-# (--http-front nethttp), beside the default fasthttp front for ingest.
-SERVERS="${SERVERS:-noop none kafka spool kafka-nethttp}"
-read -r -a LIST <<<"$SERVERS"
 # Per run, keyed SERVER/ROUND.
-declare -A RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER BUF
+declare -A RPS EPS P50 P99 CPU CPUREQ HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER BUF
 port=18580
 for r in $(seq 1 "$ROUNDS"); do
 	log "round $r of $ROUNDS"
@@ -202,18 +228,17 @@ for r in $(seq 1 "$ROUNDS"); do
 		if [ "$s" = noop ]; then
 			log "no-op server (core 0)"
 			start_server "noop-$r" "$port" "$WORK/noop" --listen "127.0.0.1:$port"
-		elif [ "$s" = kafka-nethttp ]; then
-			log "inlet serve --ack kafka --http-front nethttp (core 0)"
-			start_server "inlet-$s-$r" "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
-				--ack kafka --http-front nethttp --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
 		else
-			log "inlet serve --ack $s (core 0)"
-			start_server "inlet-$s-$r" "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
-				--ack "$s" --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
+			bin="$WORK/inlet" extra=()
+			[[ "$s" == *-base ]] && bin="$WORK/inlet-base"
+			[[ "$s" == *-nethttp* ]] && extra=(--http-front nethttp)
+			log "$(label "$s") (core 0)"
+			start_server "inlet-$s-$r" "$port" "$bin" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+				--ack "${s%%-*}" "${extra[@]}" --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
 		fi
 		log "$s: closed loop, $CONNS connections, $DURATION after $WARMUP warmup"
 		sampler=
-		if [ "$s" != noop ] && [ "$s" != spool ]; then
+		if [ "$s" != noop ] && [ "${s%%-*}" != spool ]; then
 			taskset -c 1 bash -c "$(declare -f sample_buffer); sample_buffer http://127.0.0.1:$port/metrics $OUT/$s-$r-buffer" &
 			sampler=$!
 		fi
@@ -229,6 +254,9 @@ for r in $(seq 1 "$ROUNDS"); do
 			'BEGIN { printf "%.0f", 100 * (b - a) / hz / (t1 - t0) }')"
 		RSS[$k]="$(awk '/VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/$SERVER_PID/status")"
 		RPS[$k]="$(j "$OUT/$s-$r-closed.json" .requests_per_s)"
+		# The server's CPU per request (µs): on a shared core, req/s follows
+		# the CPU the server got; this is what each request cost.
+		CPUREQ[$k]="$(awk -v c="${CPU[$k]}" -v r="${RPS[$k]}" 'BEGIN { if (r > 0) printf "%.1f", c * 1e4 / r; else print 0 }')"
 		EPS[$k]="$(j "$OUT/$s-$r-closed.json" .events_per_s)"
 		P50[$k]="$(j "$OUT/$s-$r-closed.json" .latency.p50_ms)"
 		P99[$k]="$(j "$OUT/$s-$r-closed.json" .latency.p99_ms)"
@@ -262,9 +290,9 @@ rounds() {
 	echo "${out[*]}"
 }
 # The medians, by server, for the report.
-declare -A M_RPS M_EPS M_P50 M_P99 M_CPU M_HALF M_HP50 M_HP99 M_FP50 M_FP99 M_RSS M_FAILED
+declare -A M_RPS M_EPS M_P50 M_P99 M_CPU M_CPUREQ M_HALF M_HP50 M_HP99 M_FP50 M_FP99 M_RSS M_FAILED
 for s in $SERVERS; do
-	for f in RPS EPS P50 P99 CPU HALF HP50 HP99 FP50 FP99; do
+	for f in RPS EPS P50 P99 CPU CPUREQ HALF HP50 HP99 FP50 FP99; do
 		declare -n m="M_$f"
 		m[$s]="$(med "$f" "$s")"
 		unset -n m
@@ -274,24 +302,32 @@ for s in $SERVERS; do
 	for r in $(seq 1 "$ROUNDS"); do M_FAILED[$s]=$((M_FAILED[$s] + FAILED[$s/$r])); done
 done
 
-# Where the time goes: a CPU profile of --ack kafka under the closed loop.
-port=$((port + 1))
-log "profile: inlet serve --ack kafka --pprof, ${PROFILE_SECONDS}s of CPU profile under the closed loop"
-start_server inlet-kafka-pprof "$port" "$WORK/inlet" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
-	--ack kafka --topic bench-kafka --data-dir "$WORK/data-pprof" --log-level warn --pprof
-snapshot
-before="$SNAP"
-warm_s="$(awk -v w="$WARMUP" 'BEGIN { sub(/s$/, "", w); print w + 0 }')"
-taskset -c 1 "$WORK/inlet" bench http --target "http://127.0.0.1:$port/v1/batch" --events "$EVENTS" --event-bytes "$EVENT_BYTES" \
-	--concurrency "$CONNS" --warmup "$WARMUP" --duration "$((PROFILE_SECONDS + 4))s" >"$OUT/kafka-pprof-load.txt" 2>>"$OUT/load.log" &
-LOAD_PID=$!
-sleep "$(awk -v w="$warm_s" 'BEGIN { print w + 1 }')"
-taskset -c 1 curl -sf -o "$OUT/cpu-kafka.pprof" "http://127.0.0.1:$port/debug/pprof/profile?seconds=$PROFILE_SECONDS"
-wait "$LOAD_PID" || true
-snapshot
-OTHER[profile]="$(other_cpu "$before" "$SNAP")"
-stop_server
-cp "$WORK/inlet" "$OUT/inlet" # the binary the profile is of
+# Where the time goes: a CPU profile of --ack kafka under the closed loop
+# (and of the BASE binary's, with BASE: the difference, function by function).
+PROFILED=(kafka)
+[ -n "${BASE:-}" ] && PROFILED+=(kafka-base)
+for s in "${PROFILED[@]}"; do
+	port=$((port + 1))
+	bin="$WORK/inlet"
+	[ "$s" = kafka-base ] && bin="$WORK/inlet-base"
+	log "profile: $(label "$s"), ${PROFILE_SECONDS}s of CPU profile under the closed loop"
+	start_server "inlet-$s-pprof" "$port" "$bin" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
+		--ack kafka --topic "bench-$s-pprof" --data-dir "$WORK/data-$s-pprof" --log-level warn --pprof
+	snapshot
+	before="$SNAP"
+	warm_s="$(awk -v w="$WARMUP" 'BEGIN { sub(/s$/, "", w); print w + 0 }')"
+	taskset -c 1 "$WORK/inlet" bench http --target "http://127.0.0.1:$port/v1/batch" --events "$EVENTS" --event-bytes "$EVENT_BYTES" \
+		--concurrency "$CONNS" --warmup "$WARMUP" --duration "$((PROFILE_SECONDS + 4))s" >"$OUT/$s-pprof-load.txt" 2>>"$OUT/load.log" &
+	LOAD_PID=$!
+	sleep "$(awk -v w="$warm_s" 'BEGIN { print w + 1 }')"
+	taskset -c 1 curl -sf -o "$OUT/cpu-$s.pprof" "http://127.0.0.1:$port/debug/pprof/profile?seconds=$PROFILE_SECONDS"
+	wait "$LOAD_PID" || true
+	LOAD_PID=
+	snapshot
+	OTHER[profile-$s]="$(other_cpu "$before" "$SNAP")"
+	stop_server
+	cp "$bin" "$OUT/$(basename "$bin")" # the binary the profile is of
+done
 LOAD_AFTER="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The report.
@@ -301,22 +337,20 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 	echo "**Machine**: $(nproc --all) vCPU $cpu, $mem, Linux $(uname -r), $(go version | awk '{print $3}'), Apache Kafka ${KAFKA_VERSION:-4.4.0} (single-node KRaft, \`scripts/kafka.sh\`, on core 1, $KAFKA_PLACE). $(date -u +%Y-%m-%d), load average $LOAD_BEFORE before the run, $LOAD_AFTER after."
 	echo
 	echo '```sh'
-	echo "make bench    # scripts/bench.sh: ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP OPEN_DURATION=$OPEN_DURATION CONNS=$CONNS EVENTS=$EVENTS EVENT_BYTES=$EVENT_BYTES FIXED_RATE=$FIXED_RATE"
+	echo "${BASE:+BASE=$BASE }SERVERS=\"$SERVERS\" scripts/bench.sh    # make bench; ROUNDS=$ROUNDS DURATION=$DURATION WARMUP=$WARMUP OPEN_DURATION=$OPEN_DURATION CONNS=$CONNS EVENTS=$EVENTS EVENT_BYTES=$EVENT_BYTES FIXED_RATE=$FIXED_RATE"
 	echo '```'
 	echo
-	echo "Each server on core 0 with \`GOMAXPROCS=1\`; Kafka and the load generator (\`inlet bench http\`, $EVENTS events of about $EVENT_BYTES bytes per request, unique ids) on core 1. Closed loop: $CONNS connections, $DURATION after $WARMUP warmup. Open loop: latency from each request's intended send time, at half the server's closed-loop rate and at $FIXED_RATE req/s, $OPEN_DURATION after $WARMUP warmup, at most $CONNS connections. Server CPU: the server's CPU time over the closed loop (warmup included) per second: 100% is core 0 saturated. Peak RSS: \`VmHWM\` after the closed loop."
+	echo "Each server on core 0 with \`GOMAXPROCS=1\`; Kafka and the load generator (\`inlet bench http\`, $EVENTS events of about $EVENT_BYTES bytes per request, unique ids) on core 1. Closed loop: $CONNS connections, $DURATION after $WARMUP warmup. Open loop: latency from each request's intended send time, at half the server's closed-loop rate and at $FIXED_RATE req/s, $OPEN_DURATION after $WARMUP warmup, at most $CONNS connections. Server CPU: the server's CPU time over the closed loop (warmup included) per second: 100% is core 0 saturated; CPU per request: that time over the requests answered, the median of the rounds. Peak RSS: \`VmHWM\` after the closed loop."
 	echo
 	echo "Kafka warmed up first (\`inlet bench kafka\`, ${KAFKA_WARMUP:-15s}). $ROUNDS rounds, the servers interleaved (each round starts one server later in the list), each run on a new topic; the table gives the medians of the rounds (peak RSS: the highest of the rounds, each listed)."
 	echo
-	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | peak RSS per round, MB | producer buffer peak per round, records/MiB | other work per round |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| server | req/s | events/s | vs no-op | p50 | p99 | server CPU | CPU per request | open at ½ max: req/s | p50 | p99 | open at $FIXED_RATE req/s: p50 | p99 | peak RSS | failed | req/s per round | peak RSS per round, MB | producer buffer peak per round, records/MiB | other work per round |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	for s in $SERVERS; do
-		name="inlet --ack $s"
-		[ "$s" = noop ] && name="no-op net/http"
-		[ "$s" = kafka-nethttp ] && name="inlet --ack kafka --http-front nethttp"
-		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
+		name="$(label "$s")"
+		printf '| %s | %.0f | %.0f | %s | %s | %s | %.0f%% | %.1f µs | %.0f | %s | %s | %s | %s | %s MB | %s | %s | %s | %s | %s |\n' "$name" "${M_RPS[$s]}" "${M_EPS[$s]}" \
 			"$(awk -v a="${M_RPS[$s]}" -v b="${M_RPS[noop]:-}" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }')" \
-			"$(ms "${M_P50[$s]}")" "$(ms "${M_P99[$s]}")" "${M_CPU[$s]}" "${M_HALF[$s]}" "$(ms "${M_HP50[$s]}")" "$(ms "${M_HP99[$s]}")" \
+			"$(ms "${M_P50[$s]}")" "$(ms "${M_P99[$s]}")" "${M_CPU[$s]}" "${M_CPUREQ[$s]}" "${M_HALF[$s]}" "$(ms "${M_HP50[$s]}")" "$(ms "${M_HP99[$s]}")" \
 			"$(ms "${M_FP50[$s]}")" "$(ms "${M_FP99[$s]}")" "${M_RSS[$s]}" "${M_FAILED[$s]}" "$(rounds RPS "$s" %.0f)" "$(rounds RSS "$s" %s)" "$(rounds BUF "$s" %s)" "$(rounds OTHER "$s" %s%%)"
 	done
 	echo
@@ -341,17 +375,31 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 		has "$s" || continue
 		awk -v s="$s" -v m="${M_RSS[$s]}" -v p="${M_HP99[$s]}" 'BEGIN { printf "- `--ack %s`: peak RSS at most 50 MB: %d MB, %s; open-loop p99 at half its maximum rate at most 10 ms: %.2f ms, %s\n", s, m, (m <= 50 ? "met" : "missed"), p, (p <= 10 ? "met" : "missed") }'
 	done
-	if has kafka && has kafka-nethttp; then
-		awk -v f="${M_RPS[kafka]}" -v n="${M_RPS[kafka-nethttp]}" 'BEGIN { printf "- the fasthttp front (item 5): `--ack kafka` answers %.2fx the req/s of the same with `--http-front nethttp`\n", f / n }'
-	fi
+	for m in kafka spool; do
+		for b in "$m-base" "$m-nethttp-base"; do
+			has "$m" && has "$b" || continue
+			per=()
+			for r in $(seq 1 "$ROUNDS"); do per+=("$(awk -v a="${RPS[$m/$r]}" -v b="${RPS[$b/$r]}" 'BEGIN { printf "%.2fx", a / b }')"); done
+			awk -v m="$m" -v b="$(label "$b")" -v x="${M_RPS[$m]}" -v y="${M_RPS[$b]}" -v per="${per[*]}" -v cx="${M_CPUREQ[$m]}" -v cy="${M_CPUREQ[$b]}" 'BEGIN { r = x / y
+				printf "- (issue 27) `--ack %s` at least 0.9x the req/s of %s: %.2fx (medians; by round %s), %s; CPU per request %.1f µs against %.1f (%.2fx)\n", m, b, r, per, (r >= 0.9 ? "met" : "missed"), cx, cy, cx / cy }'
+		done
+	done
 	echo
-	echo "CPU profile of \`inlet serve --ack kafka --pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(awk '/throughput/ {printf "%.0f req/s", $2; exit}' "$OUT/kafka-pprof-load.txt"); other work ${OTHER[profile]}% of a core):"
-	echo
-	echo '```'
-	go tool pprof -top -nodecount=15 "$OUT/cpu-kafka.pprof" 2>/dev/null | sed -n '/^Showing\|^      flat/,$p'
-	echo
-	go tool pprof -top -cum -nodecount=15 "$OUT/cpu-kafka.pprof" 2>/dev/null | sed -n '/^      flat/,$p'
-	echo '```'
-	echo
+	for s in "${PROFILED[@]}"; do
+		f="$OUT/cpu-$s.pprof"
+		rps="$(awk '/throughput/ {print $2; exit}' "$OUT/$s-pprof-load.txt")"
+		# CPU per request: the profile's samples over the requests of its window.
+		per="$(go tool pprof -top -nodecount=1 "$f" 2>/dev/null | awk -v r="$rps" -v d="$PROFILE_SECONDS" '
+			/Total samples/ { for (i = 1; i <= NF; i++) if ($i == "=") { v = $(i + 1); u = v; sub(/[a-z]+$/, "", v); sub(/^[0-9.]+/, "", u) } }
+			END { if (u == "ms") v /= 1000; if (r > 0) printf "%.1f", v * 1e6 / (r * d) }')"
+		echo "CPU profile of \`$(label "$s")\` with \`--pprof\` (core 0, GOMAXPROCS=1), ${PROFILE_SECONDS} s of \`/debug/pprof/profile\` under the closed loop (at $(printf '%.0f' "$rps") req/s, ${per} µs of CPU per request; other work ${OTHER[profile-$s]}% of a core):"
+		echo
+		echo '```'
+		go tool pprof -top -nodecount=15 "$f" 2>/dev/null | sed -n '/^Showing\|^      flat/,$p'
+		echo
+		go tool pprof -top -cum -nodecount=25 "$f" 2>/dev/null | sed -n '/^      flat/,$p'
+		echo '```'
+		echo
+	done
 	echo "Reports (JSON, HTML, .hgrm, the profile and the binary it is of): $OUT"
 } | tee "$OUT/summary.md"

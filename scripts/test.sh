@@ -59,11 +59,7 @@ if [ "$cluster_phase" = 1 ]; then
 	# is put in it at random): counted once more without it.
 	echo "== go test: allocation budgets, without -race" >&2
 	go test -count=1 -run 'TestBatchAllocs' ./internal/event/
-	# inlet serve answers ingest's HTTP/1.1 on fasthttp (internal/fastfront);
-	# the ingest tests run on net/http above, once more on the front here.
-	echo "== go test: ingest on the fasthttp front" >&2
-	INLET_TEST_HTTP_FRONT=fasthttp go test -race -count=1 ./internal/ingest/
-	# bench/fasthttp is a module of its own (fasthttp for the comparison
+	# bench/fasthttp is a module of its own (fasthttp for the yardstick
 	# servers only), outside ./... above.
 	echo "== go vet and go test: bench/fasthttp" >&2
 	(cd bench/fasthttp && go vet ./... && go test -count=1 ./...)

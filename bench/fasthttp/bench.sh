@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # What would a fasthttp front end save inlet's ingest (issue 12, item 5)?
+# inlet had one (internal/fastfront) until issue 27 removed it: two HTTP
+# parsers on one port was where request smuggling lived, for 1.09-1.20x
+# the req/s. This stays as the yardstick of what the HTTP stack costs.
 # Measures, side by side against a private single-node Kafka, the server
 # CPU per request of:
 #
@@ -9,9 +12,8 @@
 #                    event.Batch, inlet's Kafka producer with acks=all, waiting for
 #                    the request's acks) behind net/http
 #   ingest-fasthttp  frontbench --front fasthttp: the same code behind fasthttp
-#   inlet-kafka      inlet serve --ack kafka (ingest on its fasthttp front)
-#   inlet-kafka-nethttp  inlet serve --ack kafka --http-front nethttp
-#   inlet-spool, inlet-spool-nethttp  the same with --ack spool (not run by default)
+#   inlet-kafka      inlet serve --ack kafka (net/http)
+#   inlet-spool      the same with --ack spool (not run by default)
 #   inlet-kafka-base, inlet-spool-base  inlet serve --ack kafka|spool built from
 #                    the commit BASE (a git revision; with BASE set only),
 #                    to compare a change with what it changes in one run
@@ -92,16 +94,14 @@ KAFKA_PID="$(cat "$KAFKA_DIR/kafka.pid")"
 HZ="$(getconf CLK_TCK)"
 
 # SERVERS (a space-separated subset, in this order) picks the servers.
-read -r -a SERVERS <<<"${SERVERS:-noop-nethttp noop-fasthttp ingest-nethttp ingest-fasthttp inlet-kafka inlet-kafka-nethttp}"
+read -r -a SERVERS <<<"${SERVERS:-noop-nethttp noop-fasthttp ingest-nethttp ingest-fasthttp inlet-kafka}"
 declare -A LABEL=(
 	[noop-nethttp]="no-op net/http (cmd/noop)"
 	[noop-fasthttp]="no-op fasthttp"
 	[ingest-nethttp]="ingest work on net/http"
 	[ingest-fasthttp]="ingest work on fasthttp"
 	[inlet-kafka]="inlet serve --ack kafka"
-	[inlet-kafka-nethttp]="inlet serve --ack kafka --http-front nethttp"
 	[inlet-spool]="inlet serve --ack spool"
-	[inlet-spool-nethttp]="inlet serve --ack spool --http-front nethttp"
 	[inlet-kafka-base]="inlet serve --ack kafka, at ${BASE:-BASE}"
 	[inlet-spool-base]="inlet serve --ack spool, at ${BASE:-BASE}"
 )
@@ -130,10 +130,8 @@ server_cmd() {
 	ingest-fasthttp) echo "$WORK/frontbench --front fasthttp --listen 127.0.0.1:$port --brokers $BROKERS --topic bench-ingest-fasthttp" ;;
 	inlet-kafka) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
 	inlet-spool) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack spool --topic bench-spool --data-dir $WORK/data-$run --log-level warn" ;;
-	inlet-spool-nethttp) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack spool --http-front nethttp --topic bench-spool --data-dir $WORK/data-$run --log-level warn" ;;
 	inlet-kafka-base) echo "$WORK/inlet-base serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
 	inlet-spool-base) echo "$WORK/inlet-base serve --listen 127.0.0.1:$port --brokers $BROKERS --ack spool --topic bench-spool --data-dir $WORK/data-$run --log-level warn" ;;
-	inlet-kafka-nethttp) echo "$WORK/inlet serve --listen 127.0.0.1:$port --brokers $BROKERS --ack kafka --http-front nethttp --topic bench-kafka --data-dir $WORK/data-$run --log-level warn" ;;
 	esac
 }
 
@@ -243,11 +241,6 @@ cpu="$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
 			printf "The fasthttp front saves %.1f µs of server CPU per request on the same ingest work (%.1f on net/http, %.1f on fasthttp: %.0f%%).", n - f, n, f, 100 * (n - f) / n
 			e = i - (n - f)
 			printf " Taken off inlet serve --ack kafka (%.1f µs), that is %.1f µs per request: about %.2fx the net/http no-op'"'"'s req/s, against %.2fx measured (goal: 0.45x).\n", i, e, o / e, ri / ro
-		}'
-	fi
-	if [ -n "${CPU[inlet-kafka]:-}" ] && [ -n "${CPU[inlet-kafka-nethttp]:-}" ]; then
-		awk -v f="${CPU[inlet-kafka]}" -v n="${CPU[inlet-kafka-nethttp]}" -v rf="${RPS[inlet-kafka]}" -v rn="${RPS[inlet-kafka-nethttp]}" 'BEGIN {
-			printf "inlet serve --ack kafka on its fasthttp front: %.1f µs of server CPU per request against %.1f with --http-front nethttp (%.2fx); %.0f req/s against %.0f (%.2fx).\n", f, n, f / n, rf, rn, rf / rn
 		}'
 	fi
 	for m in kafka spool; do

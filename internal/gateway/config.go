@@ -25,7 +25,8 @@ const (
 	AckNone  = "none"  // 202 once the events are enqueued in memory
 )
 
-// HTTP fronts of the plain listener (Config.HTTPFront).
+// Values of the removed --http-front flag (Config.HTTPFront), still
+// accepted for one release so that command lines keep working.
 const (
 	FrontFast    = "fasthttp"
 	FrontNetHTTP = "nethttp"
@@ -96,9 +97,11 @@ type Config struct {
 	// write timeout.
 	ResponseWriteTimeout time.Duration
 	Pprof                bool // net/http/pprof under /debug/pprof/
-	// HTTPFront is the server of the ingest endpoints' HTTP/1.1 on the
-	// plain listener: FrontFast (fasthttp, the rest handed to net/http;
-	// see package fastfront) or FrontNetHTTP (net/http for everything).
+	// HTTPFront is what --http-front said: "", FrontNetHTTP or FrontFast.
+	// net/http serves every listener whatever it is; FrontFast (the
+	// fasthttp front, removed) is logged as a warning at start.
+	//
+	// Deprecated: to be removed with the flag in the next release.
 	HTTPFront string
 
 	// ShutdownTimeout bounds Shutdown, and the teardown after a failed Start.
@@ -131,7 +134,6 @@ func DefaultConfig() Config {
 		IdleTimeout:          120 * time.Second,
 		HTTP2MaxStreams:      128,
 		ResponseWriteTimeout: 5 * time.Second,
-		HTTPFront:            FrontFast,
 		ShutdownTimeout:      30 * time.Second,
 		ReadyInterval:        5 * time.Second,
 		TLSReloadInterval:    10 * time.Second,
@@ -172,7 +174,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.HTTP2MaxStreams, "http2-max-streams", c.HTTP2MaxStreams, "concurrent requests on one HTTP/2 (h2c) connection")
 	fs.IntVar(&c.MaxRequests, "max-requests", c.MaxRequests, "requests served at once, on all connections (503 with Retry-After past it); 0: one per 16 KiB of --max-inflight-bytes")
 	fs.DurationVar(&c.ResponseWriteTimeout, "response-write-timeout", c.ResponseWriteTimeout, "time a client has to read an answer once it starts (a client that reads nothing is cut then); 0: only the server's write timeout")
-	fs.StringVar(&c.HTTPFront, "http-front", c.HTTPFront, "server of the ingest endpoints' HTTP/1.1 on the plain listener: fasthttp (the other endpoints, HTTP/2 and HTTPS stay on net/http) or nethttp (net/http for all)")
+	fs.StringVar(&c.HTTPFront, "http-front", c.HTTPFront, "deprecated, no effect: net/http serves every listener (fasthttp, the removed front, is accepted with a warning)")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve Go profiles under /debug/pprof/ (for diagnosis; do not expose publicly)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM/SIGINT, time to finish requests, drain the spool and flush before exiting")
 }
@@ -226,9 +228,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("--ack %q: want spool, kafka or none", c.Ack)
 	}
 	switch c.HTTPFront {
-	case FrontFast, FrontNetHTTP, "": // "": the default, fasthttp
+	case FrontFast, FrontNetHTTP, "": // net/http serves all; Start warns of fasthttp
 	default:
-		return fmt.Errorf("--http-front %q: want fasthttp or nethttp", c.HTTPFront)
+		return fmt.Errorf("--http-front %q: the flag is deprecated and has no effect (net/http serves every listener); drop it", c.HTTPFront)
 	}
 	switch c.Reply {
 	case ReplyKafka:

@@ -32,9 +32,10 @@
 // and waits for the reply on this instance's reply topic or Redis channel;
 // its bodies count against the same in-flight budget as ingest's. In front
 // of every route, http.go bounds the requests served at once and the time
-// a client has to read its answer; on the plain listener it puts the
-// ingest paths' HTTP/1.1 on fasthttp (package fastfront, --http-front),
-// with h2c, HTTPS and every other path on net/http.
+// a client has to read its answer, and closes the connection after a
+// request whose framing a proxy may have read otherwise. One net/http
+// server serves every listener (HTTP/1.1, h2c, HTTPS): one parser per
+// port, no sniffing.
 //
 // # Security
 //

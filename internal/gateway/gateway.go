@@ -95,6 +95,12 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	switch cfg.HTTPFront {
+	case FrontFast:
+		log.Warn("--http-front fasthttp: the fasthttp front was removed; net/http serves every listener (the flag has no effect and goes in the next release)")
+	case FrontNetHTTP:
+		log.Info("--http-front nethttp: net/http serves every listener; the flag has no effect and goes in the next release")
+	}
 	g = &Gateway{cfg: cfg, log: log, lc: lifecycle{log: log}, served: make(chan error, 1)}
 	started := g // the returns below set g to nil
 	defer func() {

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -15,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/inlet-dev/inlet/internal/fastfront"
-	"github.com/inlet-dev/inlet/internal/ingest"
 	"github.com/inlet-dev/inlet/internal/membudget"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -56,7 +53,7 @@ func newServer(cfg Config, h http.Handler, log *slog.Logger) (*http.Server, erro
 func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) (*http.Server, error) {
 	srv := &http.Server{
 		TLSConfig:         tc,
-		Handler:           limitRequests(cfg, h),
+		Handler:           closeAmbiguous(limitRequests(cfg, h)),
 		ConnContext:       membudget.ConnContext,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
@@ -83,6 +80,27 @@ func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) 
 		return nil, fmt.Errorf("configuring HTTP/2: %w", err)
 	}
 	return srv, nil
+}
+
+// closeAmbiguous closes an HTTP/1.x connection after the answer to a
+// request whose framing a proxy in front may have read otherwise: one with
+// a chunked body, and any HTTP/1.0 one. net/http reads a request with both
+// Transfer-Encoding: chunked and a Content-Length by its chunks and keeps
+// the connection, and it ignores Transfer-Encoding on HTTP/1.0 (keep-alive)
+// — dropping the field it did not follow before a handler can see it. A
+// proxy that framed the request by that field takes what follows for a
+// body while inlet serves it as the next request (request smuggling); RFC
+// 9112 §6.1 requires the close in both cases. As they cannot be told apart
+// here, every chunked or HTTP/1.0 request gets it (browsers and inlet's
+// SDKs send HTTP/1.1 with a length). TestSmuggling and FuzzFraming fail
+// without it.
+func closeAmbiguous(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
+			w.Header().Set("Connection", "close")
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // unlimited are the paths limitRequests lets through when full: probes
@@ -192,14 +210,6 @@ func (l *limited) serve(w http.ResponseWriter, r *http.Request) {
 	l.h.ServeHTTP(w, r)
 }
 
-// fastHandler is the handler of srv (newServerTLS) for the fasthttp front:
-// the same limit on requests at once, counted together, but no
-// deadlineWriter, as the front writes every answer under
-// ResponseWriteTimeout itself (fastfront.Config.WriteTimeout).
-func fastHandler(srv *http.Server) http.Handler {
-	return http.HandlerFunc(srv.Handler.(*limited).serve)
-}
-
 // refuseRequest answers a request past --max-requests.
 //
 //go:noinline
@@ -253,6 +263,10 @@ func (w *deadlineWriter) Flush() {
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 
+// startHTTP serves mux with one net/http server on every listener: the
+// plain one (HTTP/1.1 and h2c) and the HTTPS one (HTTP/1.1 and HTTP/2 by
+// ALPN). One parser per port: nothing sniffs a connection or hands it from
+// one HTTP stack to another, where request smuggling lives (issue 27).
 func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 	var tc *tls.Config
 	if g.cfg.TLSCert != "" {
@@ -294,45 +308,8 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 			g.tlsLn = l.ln
 		}
 	}
-	// The plain listener's HTTP/1.1 ingest on fasthttp (package
-	// fastfront): the front accepts from ln, the net/http server from the
-	// front's share.
-	var front *fastfront.Front
-	if !lns[0].tls && g.cfg.HTTPFront != FrontNetHTTP {
-		front = fastfront.New(fastfront.Config{
-			Fast:              ingest.Paths(),
-			Handler:           fastHandler(srv),
-			ConnContext:       membudget.ConnContext,
-			ReadHeaderTimeout: g.cfg.ReadHeaderTimeout,
-			ReadTimeout:       g.cfg.ReadTimeout,
-			BodyStartTimeout:  g.cfg.Ingest.BodyIdleTimeout,
-			WriteTimeout:      cmp.Or(g.cfg.ResponseWriteTimeout, srv.WriteTimeout),
-			IdleTimeout:       g.cfg.IdleTimeout,
-			// fasthttp holds a buffer of this size per connection while it
-			// reads a request: 16 KiB (Node's limit) rather than 64.
-			MaxHeaderBytes: 16 << 10,
-			Precheck:       g.ingest.Precheck,
-			MaxHandoffBody: max(g.cfg.Ingest.MaxBodyBytes, g.cfg.RPC.MaxBodyBytes),
-			Log:            g.log,
-		})
-		lns[0].ln = front.NetListener()
-	}
 	var wg sync.WaitGroup
-	errs := make(chan error, len(lns)+1)
-	stopAll := func() {
-		_ = srv.Close()
-		if front != nil {
-			_ = front.Close()
-		}
-	}
-	if front != nil {
-		wg.Go(func() {
-			if err := front.Serve(ln); err != nil {
-				errs <- err
-				stopAll()
-			}
-		})
-	}
+	errs := make(chan error, len(lns))
 	for _, l := range lns {
 		wg.Go(func() {
 			var err error
@@ -343,7 +320,7 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 			}
 			if err = serveErr(err); err != nil {
 				errs <- err
-				stopAll() // one listener failed: stop serving, as with a single one
+				_ = srv.Close() // one listener failed: stop serving, as with a single one
 			}
 		})
 	}
@@ -358,18 +335,11 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 		close(g.served)
 	}()
 	g.lc.started("HTTP server", weightHTTP, func(ctx context.Context) error {
-		var fastErr error
-		var fwg sync.WaitGroup
-		if front != nil {
-			fwg.Go(func() { fastErr = front.Shutdown(ctx) })
-		}
-		err := srv.Shutdown(ctx)
-		fwg.Wait()
-		if err = cmp.Or(err, fastErr); err != nil {
+		if err := srv.Shutdown(ctx); err != nil {
 			// Requests still running were not answered, so nothing they
 			// carried was acknowledged: their clients retry.
 			g.log.Warn("requests still in flight at their share of the shutdown deadline; closing their connections", "err", err)
-			stopAll()
+			_ = srv.Close()
 		}
 		<-done
 		return nil

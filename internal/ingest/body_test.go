@@ -429,7 +429,7 @@ func TestResponseControllerThroughWrapper(t *testing.T) {
 		s.serveBatch(w, r)
 	})
 	srv := serve(t, h, nil)
-	c := stall(t, srv.Listener.Addr().String(), "/v1/batch", 100, []byte(`[{"event":`)) // h serves every path; this one is fasthttp's
+	c := stall(t, srv.Listener.Addr().String(), "/v1/batch", 100, []byte(`[{"event":`))
 	if err := <-errs; err != nil {
 		t.Fatalf("SetReadDeadline through the wrapper: %v", err)
 	}

@@ -7,10 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,12 +18,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/inlet-dev/inlet/internal/event"
-	"github.com/inlet-dev/inlet/internal/fastfront"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
-// INLET_TEST_HTTP_FRONT=fasthttp serves on the fasthttp front.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testkit.FasthttpGoroutines()...) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fixedNow is the server time of every test server: received_at is exact.
 var fixedNow = time.Date(2026, 11, 30, 11, 12, 10, 8505123, time.UTC)
@@ -131,68 +127,23 @@ func newServer(tb testing.TB, edit func(*Config), opts ...Option) (*Server, *rec
 
 // serve runs h on a real HTTP server on 127.0.0.1:0 (tweak may set its
 // timeouts before it starts), closed at the end of the test.
-//
-// With INLET_TEST_HTTP_FRONT=fasthttp (scripts/test.sh runs the package a
-// second time so), the HTTP/1.1 requests of the ingest paths are served on
-// fasthttp through package fastfront, as inlet serve does by default, and
-// the rest on the net/http server.
 func serve(tb testing.TB, h http.Handler, tweak func(*http.Server)) *httptest.Server {
-	tb.Helper()
-	return serveFront(tb, h, tweak, nil)
-}
-
-// serveFront is serve with the Precheck the fasthttp front calls (nil: none).
-func serveFront(tb testing.TB, h http.Handler, tweak func(*http.Server), precheck func(http.ResponseWriter, *http.Request) bool) *httptest.Server {
 	tb.Helper()
 	srv := httptest.NewUnstartedServer(h)
 	if tweak != nil {
 		tweak(srv.Config)
-	}
-	if os.Getenv("INLET_TEST_HTTP_FRONT") == "fasthttp" {
-		startFront(tb, srv, precheck)
 	}
 	srv.Start()
 	tb.Cleanup(srv.Close)
 	return srv
 }
 
-// startFront puts a fastfront.Front on srv's listener, with srv's
-// timeouts; srv then serves the front's net/http share.
-func startFront(tb testing.TB, srv *httptest.Server, precheck func(http.ResponseWriter, *http.Request) bool) {
-	hs := srv.Config
-	f := fastfront.New(fastfront.Config{
-		Fast: Paths(), Handler: hs.Handler, ConnContext: hs.ConnContext, Precheck: precheck,
-		ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout, WriteTimeout: hs.WriteTimeout,
-		BodyStartTimeout: DefaultConfig().BodyIdleTimeout,
-		IdleTimeout:      hs.IdleTimeout, MaxHeaderBytes: 16 << 10, MaxHandoffBody: 8 << 20,
-	})
-	ln := srv.Listener
-	done := make(chan error, 1)
-	go func() { done <- f.Serve(ln) }()
-	tb.Cleanup(func() {
-		_ = f.Close()
-		if err := <-done; err != nil {
-			tb.Errorf("fastfront: %v", err)
-		}
-	})
-	srv.Listener = frontListener{f.NetListener(), ln.Addr()}
-}
-
-// frontListener is the front's net/http share, with the address clients
-// dial (httptest makes the URL from it).
-type frontListener struct {
-	net.Listener
-	addr net.Addr
-}
-
-func (l frontListener) Addr() net.Addr { return l.addr }
-
 func newHarness(tb testing.TB, edit func(*Config), opts ...Option) *harness {
 	tb.Helper()
 	s, sink, logs := newServer(tb, edit, opts...)
 	mux := http.NewServeMux()
 	s.Register(mux)
-	return &harness{s: s, sink: sink, logs: logs, srv: serveFront(tb, mux, nil, s.Precheck)}
+	return &harness{s: s, sink: sink, logs: logs, srv: serve(tb, mux, nil)}
 }
 
 type response struct {

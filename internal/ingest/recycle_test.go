@@ -61,7 +61,7 @@ func newDoneHarness(t *testing.T, sink *doneSink) *harness {
 	}
 	mux := http.NewServeMux()
 	s.Register(mux)
-	return &harness{s: s, logs: logs, srv: serveFront(t, mux, nil, s.Precheck)}
+	return &harness{s: s, logs: logs, srv: serve(t, mux, nil)}
 }
 
 // batchOf is a batch of 5 events named name-0 ... name-4.

@@ -50,10 +50,6 @@ type Server struct {
 	mode           catalog.Mode // cat's
 	defaultGroup   string
 	unresolvedWarn *ratelog.Limiter
-
-	// precheckMetrics are the routes' metrics by name, for Precheck; set
-	// by Register, read only after.
-	precheckMetrics map[string]*routeMetrics
 }
 
 // New creates a Server writing to sink, with the parts opts add
@@ -96,42 +92,6 @@ func (s *Server) Register(mux *http.ServeMux) {
 	pixel := s.route("pixel", []string{http.MethodGet, http.MethodHead}, s.servePixel)
 	mux.Handle("/i", pixel)
 	mux.Handle("/i.gif", pixel)
-}
-
-// Precheck checks what the header of an ingest request alone decides, for
-// a server that asks before the client sends the body (Expect:
-// 100-continue, on the fasthttp front): what checkHeader refuses of
-// /v1/batch and /v1/track. It answers a
-// refused request through w, as the route would (CORS, metrics), and
-// returns false; true when the request may go on, with nothing written.
-// r's body is not read.
-func (s *Server) Precheck(w http.ResponseWriter, r *http.Request) bool {
-	var single bool
-	switch r.URL.Path {
-	case "/v1/batch":
-	case "/v1/track":
-		single = true
-	default:
-		return true
-	}
-	if r.Method != http.MethodPost {
-		return true // the route answers 405
-	}
-	_, _, herr := s.checkHeader(r, single)
-	if herr == nil {
-		return true
-	}
-	start := time.Now()
-	s.cors(w, r)
-	s.writeError(w, herr)
-	name := "batch"
-	if single {
-		name = "track"
-	}
-	if rm := s.precheckMetrics[name]; rm != nil {
-		rm.observe(herr.status, time.Since(start))
-	}
-	return false
 }
 
 // statusWriter records the status for metrics. Unwrap lets
@@ -189,10 +149,6 @@ func (m *routeMetrics) observe(code int, d time.Duration) {
 func (s *Server) route(name string, methods []string, h http.HandlerFunc) http.Handler {
 	allow := strings.Join(append(append([]string{}, methods...), http.MethodOptions), ", ")
 	rm := newRouteMetrics(s.metrics, name)
-	if s.precheckMetrics == nil {
-		s.precheckMetrics = map[string]*routeMetrics{}
-	}
-	s.precheckMetrics[name] = rm
 	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		w := &statusWriter{ResponseWriter: rw}
@@ -340,7 +296,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 // its body is read: its credentials first (with --auth, a caller without
 // valid ones learns nothing else: 401 whatever the content type, encoding
 // or length), then its Content-Type, its body's announced length and
-// Content-Encoding. Precheck asks the same before the body is sent.
+// Content-Encoding. net/http sends 100 Continue only when the body is
+// first read, so a request refused here never gets it.
 func (s *Server) checkHeader(r *http.Request, single bool) (event.Format, auth.Principal, *httpError) {
 	p, herr := s.authenticate(r)
 	if herr != nil {
