@@ -190,6 +190,22 @@ func (c Config) maxRequests() int {
 	return int(max(c.Ingest.MaxInflightBytes/RequestBytes, 1))
 }
 
+// rpcBodyBytes is request-reply's share of the in-flight body budget
+// (--max-inflight-bytes): a quarter, but at least one body of
+// --rpc-max-body-bytes; none without services (every call is answered 404,
+// no body read). Ingest has the rest, so that stalled request-reply
+// uploads cannot take the memory ingest needs, nor the other way round.
+func (c Config) rpcBodyBytes() int64 {
+	if len(c.RPC.Services) == 0 {
+		return 0
+	}
+	return max(c.Ingest.MaxInflightBytes/4, c.RPC.MaxBodyBytes)
+}
+
+// ingestBodyBytes is ingest's share of the in-flight body budget: what
+// request-reply's leaves.
+func (c Config) ingestBodyBytes() int64 { return c.Ingest.MaxInflightBytes - c.rpcBodyBytes() }
+
 // rpcKafka is the configuration of the request producer: the events
 // producer's (brokers, buffer bounds, delivery timeout; client id with
 // "-rpc"), with its own compression and linger, to one partition at a time.
@@ -241,6 +257,10 @@ func (c Config) Validate() error {
 	}
 	if err := c.RPC.Validate(); err != nil {
 		return err
+	}
+	if in := c.ingestBodyBytes(); in < c.Ingest.MaxDecompressedBytes {
+		return fmt.Errorf("--max-inflight-bytes %d leaves ingest %d bytes beside request-reply's share (%d: a quarter, at least --rpc-max-body-bytes), below --max-decompressed-bytes (%d)",
+			c.Ingest.MaxInflightBytes, in, c.rpcBodyBytes(), c.Ingest.MaxDecompressedBytes)
 	}
 	if _, err := kafka.Codec(c.RPCCompression); err != nil {
 		return fmt.Errorf("--rpc-compression: %w", err)
