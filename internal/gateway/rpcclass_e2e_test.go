@@ -7,12 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/gateway"
 	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
 	"github.com/inlet-dev/inlet/internal/testkit"
@@ -193,4 +195,58 @@ func TestRPCWaitingCallsBeyondMaxRequests(t *testing.T) {
 		t.Errorf("%d of %d calls not answered by the worker", failed, calls)
 	}
 	t.Logf("%d calls waiting at the peak seen", peak.Load())
+}
+
+// TestRPCNoContinueBeforeChecks: a request-reply call that asks for
+// "100 Continue" gets it only once its header passed every check: a 100 MB
+// Content-Length is answered 413, missing or wrong credentials (with
+// --auth) 401, a service not enabled 404, each as the first answer, so the
+// client never sends its body. Before, on the default listener, the body
+// was asked for (and read) first.
+func TestRPCNoContinueBeforeChecks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a gateway on Kafka; skipped with -short")
+	}
+	brokers := testkit.Brokers(t)
+	var secret string
+	g := classGateway(t, brokers, "rpc."+testkit.Unique(t, "t-")+".", "svc", func(c *gateway.Config) {
+		c.Auth.ClientsFile = filepath.Join(t.TempDir(), "clients.json")
+		c.Auth.HTTP = true
+		secret = addClient(t, c.Auth.ClientsFile, auth.Client{ID: "app"})
+	})
+	for _, tt := range []struct {
+		name, path, authz string
+		length            int
+		want              string
+	}{
+		{"100 MB", "/v1/rpc/svc", "Bearer " + secret, 100 << 20, "413"},
+		{"no credentials", "/v1/rpc/svc", "", 10, "401"},
+		{"wrong secret", "/v1/rpc/svc", "Bearer " + strings.Repeat("0", len(secret)), 10, "401"},
+		{"no credentials, 100 MB", "/v1/rpc/svc", "", 100 << 20, "401"},
+		{"service not enabled", "/v1/rpc/other", "Bearer " + secret, 10, "404"},
+		{"admitted", "/v1/rpc/svc", "Bearer " + secret, 10, "100"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", g.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: gw\r\nContent-Type: text/plain\r\nContent-Length: %d\r\nExpect: 100-continue\r\nInlet-Timeout: 1s\r\n", tt.path, tt.length)
+			if tt.authz != "" {
+				head += "Authorization: " + tt.authz + "\r\n"
+			}
+			if _, err := io.WriteString(c, head+"\r\n"); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the first answer: %v (%q)", err, line)
+			}
+			if got := strings.Fields(line); len(got) < 2 || got[1] != tt.want {
+				t.Errorf("first answer %q, want %s", strings.TrimSpace(line), tt.want)
+			}
+		})
+	}
 }
