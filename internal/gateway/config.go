@@ -87,9 +87,10 @@ type Config struct {
 	ReadTimeout       time.Duration // the whole request, body included
 	IdleTimeout       time.Duration
 	HTTP2MaxStreams   int // concurrent requests on one HTTP/2 (h2c) connection
-	// MaxRequests bounds the requests served at once, on all connections
-	// (503 with Retry-After past it); 0 sizes it to the body budget, one
-	// request per RequestBytes of Ingest.MaxInflightBytes.
+	// MaxRequests bounds the requests served at once, on all connections,
+	// each class of requests within its share (classLimits; 503 with
+	// Retry-After past it); 0 sizes it to the body budget, one request per
+	// RequestBytes of Ingest.MaxInflightBytes.
 	MaxRequests int
 	// ResponseWriteTimeout is the time a client has to read an answer
 	// once its first byte is written; 0 leaves only the server's
@@ -170,7 +171,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "time a client has to send the whole request")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&c.HTTP2MaxStreams, "http2-max-streams", c.HTTP2MaxStreams, "concurrent requests on one HTTP/2 (h2c) connection")
-	fs.IntVar(&c.MaxRequests, "max-requests", c.MaxRequests, "requests served at once, on all connections (503 with Retry-After past it); 0: one per 16 KiB of --max-inflight-bytes")
+	fs.IntVar(&c.MaxRequests, "max-requests", c.MaxRequests, "requests served at once, on all connections: half for ingest, a quarter for request-reply calls reading their bodies, a quarter for the rest (503 with Retry-After past a share; calls waiting for replies count against --rpc-max-in-flight only); 0: one per 16 KiB of --max-inflight-bytes")
 	fs.DurationVar(&c.ResponseWriteTimeout, "response-write-timeout", c.ResponseWriteTimeout, "time a client has to read an answer once it starts (a client that reads nothing is cut then); 0: only the server's write timeout")
 	fs.StringVar(&c.HTTPFront, "http-front", c.HTTPFront, "server of the ingest endpoints' HTTP/1.1 on the plain listener: fasthttp (the other endpoints, HTTP/2 and HTTPS stay on net/http) or nethttp (net/http for all)")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve Go profiles under /debug/pprof/ (for diagnosis; do not expose publicly)")
