@@ -331,3 +331,33 @@ func TestSlowReaderH2CMemory(t *testing.T) {
 		t.Errorf("heap peaked %d MiB over the start, want at most 32 KiB per held stream: %d MiB", peakHeap>>20, bound>>20)
 	}
 }
+
+// TestBodyShares: with request-reply on, it has a quarter of the body
+// budget (at least one body of --rpc-max-body-bytes) and ingest the rest;
+// off, ingest has all of it. A budget whose rest cannot hold one
+// decompressed ingest body is refused at start.
+func TestBodyShares(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	for _, tt := range []struct {
+		name            string
+		services        []string
+		budget, rpcBody int64
+		rpc, ingest     int64
+		err             string
+	}{
+		{"request-reply off", nil, 64 * mib, mib, 0, 64 * mib, ""},
+		{"defaults", []string{"a"}, 64 * mib, mib, 16 * mib, 48 * mib, ""},
+		{"large rpc bodies", []string{"a"}, 64 * mib, 20 * mib, 20 * mib, 44 * mib, ""},
+		{"too small for both", []string{"a"}, 9 * mib, mib, 2*mib + mib/4, 6*mib + 3*mib/4, "leaves ingest"},
+	} {
+		cfg := DefaultConfig()
+		cfg.RPC.Services, cfg.Ingest.MaxInflightBytes, cfg.RPC.MaxBodyBytes = tt.services, tt.budget, tt.rpcBody
+		if rpc, in := cfg.rpcBodyBytes(), cfg.ingestBodyBytes(); rpc != tt.rpc || in != tt.ingest {
+			t.Errorf("%s: request-reply %d, ingest %d; want %d and %d", tt.name, rpc, in, tt.rpc, tt.ingest)
+		}
+		if err := cfg.Validate(); (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%s: Validate: %v, want %q", tt.name, err, tt.err)
+		}
+	}
+}
