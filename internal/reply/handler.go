@@ -63,7 +63,7 @@ type Config struct {
 	Admit func(r *http.Request) (client string, err error)
 	// Budget is charged the request bodies held in memory, from their
 	// first byte read until Kafka took them; past it a call is answered
-	// 503. The gateway passes the one its ingest endpoint charges; nil
+	// 503. The gateway passes request-reply's share of its budget; nil
 	// means a budget of the handler's own of DefaultBudgetBytes.
 	Budget *membudget.Budget
 }
