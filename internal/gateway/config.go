@@ -88,9 +88,10 @@ type Config struct {
 	ReadTimeout       time.Duration // the whole request, body included
 	IdleTimeout       time.Duration
 	HTTP2MaxStreams   int // concurrent requests on one HTTP/2 (h2c) connection
-	// MaxRequests bounds the requests served at once, on all connections
-	// (503 with Retry-After past it); 0 sizes it to the body budget, one
-	// request per RequestBytes of Ingest.MaxInflightBytes.
+	// MaxRequests bounds the requests served at once, on all connections,
+	// each class of requests within its share (classLimits; 503 with
+	// Retry-After past it); 0 sizes it to the body budget, one request per
+	// RequestBytes of Ingest.MaxInflightBytes.
 	MaxRequests int
 	// ResponseWriteTimeout is the time a client has to read an answer
 	// once its first byte is written; 0 leaves only the server's
@@ -172,7 +173,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "time a client has to send the whole request")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&c.HTTP2MaxStreams, "http2-max-streams", c.HTTP2MaxStreams, "concurrent requests on one HTTP/2 (h2c) connection")
-	fs.IntVar(&c.MaxRequests, "max-requests", c.MaxRequests, "requests served at once, on all connections (503 with Retry-After past it); 0: one per 16 KiB of --max-inflight-bytes")
+	fs.IntVar(&c.MaxRequests, "max-requests", c.MaxRequests, "requests served at once, on all connections: half for ingest, a quarter for request-reply calls reading their bodies, a quarter for the rest (503 with Retry-After past a share; calls waiting for replies count against --rpc-max-in-flight only); 0: one per 16 KiB of --max-inflight-bytes")
 	fs.DurationVar(&c.ResponseWriteTimeout, "response-write-timeout", c.ResponseWriteTimeout, "time a client has to read an answer once it starts (a client that reads nothing is cut then); 0: only the server's write timeout")
 	fs.StringVar(&c.HTTPFront, "http-front", c.HTTPFront, "deprecated, no effect: net/http serves every listener (fasthttp, the removed front, is accepted with a warning)")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve Go profiles under /debug/pprof/ (for diagnosis; do not expose publicly)")
@@ -191,6 +192,22 @@ func (c Config) maxRequests() int {
 	}
 	return int(max(c.Ingest.MaxInflightBytes/RequestBytes, 1))
 }
+
+// rpcBodyBytes is request-reply's share of the in-flight body budget
+// (--max-inflight-bytes): a quarter, but at least one body of
+// --rpc-max-body-bytes; none without services (every call is answered 404,
+// no body read). Ingest has the rest, so that stalled request-reply
+// uploads cannot take the memory ingest needs, nor the other way round.
+func (c Config) rpcBodyBytes() int64 {
+	if len(c.RPC.Services) == 0 {
+		return 0
+	}
+	return max(c.Ingest.MaxInflightBytes/4, c.RPC.MaxBodyBytes)
+}
+
+// ingestBodyBytes is ingest's share of the in-flight body budget: what
+// request-reply's leaves.
+func (c Config) ingestBodyBytes() int64 { return c.Ingest.MaxInflightBytes - c.rpcBodyBytes() }
 
 // rpcKafka is the configuration of the request producer: the events
 // producer's (brokers, buffer bounds, delivery timeout; client id with
@@ -243,6 +260,10 @@ func (c Config) Validate() error {
 	}
 	if err := c.RPC.Validate(); err != nil {
 		return err
+	}
+	if in := c.ingestBodyBytes(); in < c.Ingest.MaxDecompressedBytes {
+		return fmt.Errorf("--max-inflight-bytes %d leaves ingest %d bytes beside request-reply's share (%d: a quarter, at least --rpc-max-body-bytes), below --max-decompressed-bytes (%d)",
+			c.Ingest.MaxInflightBytes, in, c.rpcBodyBytes(), c.Ingest.MaxDecompressedBytes)
 	}
 	if _, err := kafka.Codec(c.RPCCompression); err != nil {
 		return fmt.Errorf("--rpc-compression: %w", err)

@@ -30,9 +30,11 @@
 // The live events page (ui.go) taps what the sink acknowledged. Request-reply
 // (POST /v1/rpc/{service}, rpc.go) produces the call to the service's topic
 // and waits for the reply on this instance's reply topic or Redis channel;
-// its bodies count against the same in-flight budget as ingest's. In front
-// of every route, http.go bounds the requests served at once and the time
-// a client has to read its answer, and closes the connection after a
+// its bodies count against its own quarter of the in-flight budget
+// (Config.rpcBodyBytes), ingest's against the rest. In front of every
+// route, http.go bounds the requests served at once, each class of
+// requests (ingest, request-reply, the rest) within its share, and the
+// time a client has to read its answer, and closes the connection after a
 // request whose framing a proxy may have read otherwise. One net/http
 // server serves every listener (HTTP/1.1, h2c, HTTPS): one parser per
 // port, no sniffing.

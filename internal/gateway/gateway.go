@@ -19,6 +19,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/devbroker"
 	"github.com/inlet-dev/inlet/internal/ingest"
 	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/membudget"
 	"github.com/inlet-dev/inlet/internal/reply"
 	"github.com/inlet-dev/inlet/internal/spool"
 )
@@ -133,6 +134,7 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	}
 	ic := cfg.Ingest
 	ic.AckStatus = ackStatus(cfg.Ack)
+	ic.MaxInflightBytes = cfg.ingestBodyBytes()
 	mux := http.NewServeMux()
 	sink = g.startUI(mux, sink, cfg.UI) // the live page taps what was acknowledged
 	opts, err := g.startCatalog()
@@ -146,7 +148,9 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	}
 	in.Register(mux)
 	g.ingest = in
-	g.cfg.RPC.Budget = in.Budget() // request-reply bodies count against the same bound
+	if n := cfg.rpcBodyBytes(); n > 0 { // request-reply's share of --max-inflight-bytes
+		g.cfg.RPC.Budget = membudget.New(n)
+	}
 	if err := g.startRPC(brokers, mux); err != nil {
 		return nil, err
 	}
@@ -158,6 +162,7 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	if err := g.startHTTP(mux); err != nil {
 		return nil, err
 	}
+	g.reg.MustRegister(g.srv.Handler.(*limited)) // requests in flight and refused, by class
 	log.Info("serving", "addr", g.Addr(), "https", g.TLSAddr(), "brokers", brokers, "kafka_security", cfg.Kafka.Security.String(), "ack", cfg.Ack, "topic", ic.Topic)
 	return g, nil
 }

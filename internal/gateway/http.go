@@ -14,8 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/ingest"
 	"github.com/inlet-dev/inlet/internal/membudget"
+	"github.com/inlet-dev/inlet/internal/reply"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/http2"
 )
@@ -108,18 +111,54 @@ func closeAmbiguous(h http.Handler) http.Handler {
 // gateway restarted.
 var unlimited = map[string]bool{"/healthz": true, "/readyz": true}
 
-// limitRequests runs h for at most cfg.maxRequests() requests at once:
-// past it a request is answered 503 with Retry-After at once, rather than a
+// Request classes: each has its own share of --max-requests (and ingest
+// and request-reply each their own share of --max-inflight-bytes, see
+// bodyShares), so that one kind of traffic cannot take what another
+// needs: 400 stalled request-reply uploads, or 1,000 slow clients of the
+// live page, made ingest answer 503 when they shared one limit.
+const (
+	classIngest = iota // ingest.Paths()
+	classRPC           // /v1/rpc/{service}, until the call's request is sent
+	classOther         // the rest: operators' endpoints, the UI, unknown paths
+	numClasses
+)
+
+// classNames name the classes in messages and metrics.
+var classNames = [numClasses]string{"ingest", "rpc", "other"}
+
+// classQuarters is each class's share of --max-requests, in quarters.
+var classQuarters = [numClasses]int{2, 1, 1}
+
+// classLimits are the classes' shares of max requests at once, each at
+// least 1.
+func classLimits(n int) (l [numClasses]int64) {
+	for c, q := range classQuarters {
+		l[c] = int64(max(n*q/4, 1))
+	}
+	return l
+}
+
+// limitRequests runs h for at most cfg.maxRequests() requests at once,
+// each class of requests (classOf) within its share (classLimits): past it
+// a request is answered 503 with Retry-After at once, rather than a
 // goroutine (and its buffers) held per request, which 20 HTTP/2
 // connections of 1,000 streams took to 20,000 (480 MB). Each answer gets
 // ResponseWriteTimeout to be written from its first byte.
+//
+// A request-reply call gives its slot back once its request is sent
+// (reply.Handler calls ReleaseSlot on the ResponseWriter): waiting for its
+// reply it holds no body, and --rpc-max-in-flight bounds the waiting calls.
 //
 // Its frame sits under every waiting request-reply call, whose stack is
 // most of the call's memory (TestRPCStackPerWaitingCall): keep it small,
 // the refusal out of line.
 func limitRequests(cfg Config, h http.Handler) http.Handler {
-	return &limited{h: h, limit: int64(cfg.maxRequests()), writeTimeout: cfg.ResponseWriteTimeout,
+	l := &limited{h: h, limit: classLimits(cfg.maxRequests()), ingest: map[string]bool{}, writeTimeout: cfg.ResponseWriteTimeout,
 		retry: strconv.Itoa(int((cfg.Ingest.RetryAfter + time.Second - 1) / time.Second))}
+	for _, p := range ingest.Paths() {
+		l.ingest[p] = true
+	}
+	return l
 }
 
 func (l *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -130,11 +169,14 @@ func (l *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// limited is the state of limitRequests.
+// limited is the state of limitRequests. It is a prometheus.Collector of
+// its counts.
 type limited struct {
 	h            http.Handler
-	limit        int64
-	inFlight     atomic.Int64
+	limit        [numClasses]int64
+	inFlight     [numClasses]atomic.Int64
+	refused      [numClasses]atomic.Int64
+	ingest       map[string]bool // ingest.Paths()
 	writeTimeout time.Duration
 	retry        string
 	readingOut   atomic.Int64 // readOut calls running
@@ -198,27 +240,73 @@ func (l *limited) readOut(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// classOf is the class of a request for path.
+func (l *limited) classOf(path string) int {
+	switch {
+	case l.ingest[path]:
+		return classIngest
+	case strings.HasPrefix(path, "/v1/rpc/"):
+		return classRPC
+	}
+	return classOther
+}
+
+// serve runs h for r within its class's share. Its slot is given back
+// when h returns, or before by the handler through w.ReleaseSlot when w is
+// a *deadlineWriter.
 func (l *limited) serve(w http.ResponseWriter, r *http.Request) {
-	if !unlimited[r.URL.Path] {
-		if l.inFlight.Add(1) > l.limit {
-			l.inFlight.Add(-1)
-			refuseRequest(w, l.limit, l.retry)
-			return
-		}
-		defer l.inFlight.Add(-1)
+	if unlimited[r.URL.Path] {
+		l.h.ServeHTTP(w, r)
+		return
+	}
+	c := l.classOf(r.URL.Path)
+	n := &l.inFlight[c]
+	if n.Add(1) > l.limit[c] {
+		n.Add(-1)
+		l.refuse(w, c)
+		return
+	}
+	if dw, ok := w.(*deadlineWriter); ok {
+		dw.slot = n
+		defer dw.ReleaseSlot()
+	} else {
+		defer n.Add(-1)
 	}
 	l.h.ServeHTTP(w, r)
 }
 
-// refuseRequest answers a request past --max-requests.
+// refuse answers a request past its class's share of --max-requests.
 //
 //go:noinline
-func refuseRequest(w http.ResponseWriter, limit int64, retry string) {
-	w.Header().Set("Retry-After", retry)
+func (l *limited) refuse(w http.ResponseWriter, c int) {
+	l.refused[c].Add(1)
+	w.Header().Set("Retry-After", l.retry)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusServiceUnavailable)
-	fmt.Fprintf(w, "{\"error\":\"inlet is serving %d requests, the most it serves at once (--max-requests); retry later\"}\n", limit)
+	fmt.Fprintf(w, "{\"error\":\"inlet is serving %d %s requests, the most it serves at once (their share of --max-requests); retry later\"}\n", l.limit[c], classNames[c])
+}
+
+var (
+	inFlightDesc = prometheus.NewDesc("inlet_http_requests_in_flight", "HTTP requests being served, by class (request-reply calls until their request is sent).", []string{"class"}, nil)
+	limitDesc    = prometheus.NewDesc("inlet_http_requests_limit", "Each class's share of --max-requests.", []string{"class"}, nil)
+	refusedDesc  = prometheus.NewDesc("inlet_http_requests_refused_total", "HTTP requests answered 503 because their class had its share of --max-requests in flight.", []string{"class"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (l *limited) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inFlightDesc
+	ch <- limitDesc
+	ch <- refusedDesc
+}
+
+// Collect implements prometheus.Collector.
+func (l *limited) Collect(ch chan<- prometheus.Metric) {
+	for c, name := range classNames {
+		ch <- prometheus.MustNewConstMetric(inFlightDesc, prometheus.GaugeValue, float64(l.inFlight[c].Load()), name)
+		ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, float64(l.limit[c]), name)
+		ch <- prometheus.MustNewConstMetric(refusedDesc, prometheus.CounterValue, float64(l.refused[c].Load()), name)
+	}
 }
 
 // deadlineWriter gives the answer d to be written, from when its header
@@ -229,11 +317,24 @@ type deadlineWriter struct {
 	http.ResponseWriter
 	d     time.Duration // 0: none
 	armed bool
-	code  int // the answer's status, once WriteHeader is called
+	code  int           // the answer's status, once WriteHeader is called
+	slot  *atomic.Int64 // the class's count the request holds a slot of (limited.serve), nil once given back
 }
+
+var _ reply.SlotReleaser = (*deadlineWriter)(nil)
 
 // Unwrap returns the wrapped ResponseWriter.
 func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ReleaseSlot gives back the request's slot of --max-requests, if it
+// holds one: reply.Handler calls it when a call's request is sent. Call it
+// from the handler's goroutine.
+func (w *deadlineWriter) ReleaseSlot() {
+	if s := w.slot; s != nil {
+		w.slot = nil
+		s.Add(-1)
+	}
+}
 
 func (w *deadlineWriter) arm() {
 	if !w.armed && w.d > 0 {

@@ -3,9 +3,11 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -13,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/inlet-dev/inlet/internal/membudget"
+	"github.com/inlet-dev/inlet/internal/reply"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
@@ -136,52 +140,99 @@ func TestSlowReaderH2C(t *testing.T) {
 	}
 }
 
-// TestMaxRequests: past --max-requests in flight a request is answered 503
-// with Retry-After at once; the probes still answer; a slot given back is
-// taken again.
+// TestMaxRequests: each class of requests (ingest, request-reply, the
+// rest) has its share of --max-requests: past it a request of that class is
+// answered 503 with Retry-After at once, while the other classes and the
+// probes still answer; a slot given back is taken again, and a request
+// that gives its slot back early (a request-reply call waiting for its
+// reply) holds none. Refusals are counted by class.
 func TestMaxRequests(t *testing.T) {
 	t.Parallel()
 	cfg := DefaultConfig()
-	cfg.MaxRequests = 3
+	cfg.MaxRequests = 8 // ingest 4, rpc 2, other 2
 	release := make(chan struct{})
 	var in atomic.Int64
 	mux := http.NewServeMux()
-	mux.HandleFunc("/block", func(w http.ResponseWriter, r *http.Request) {
-		in.Add(1)
-		<-release
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("release") {
+			w.(reply.SlotReleaser).ReleaseSlot()
+		}
+		if r.URL.Query().Has("block") {
+			in.Add(1)
+			<-release
+		}
 	})
 	mux.HandleFunc("/healthz", (&Gateway{}).serveHealth)
-	mux.HandleFunc("/ok", func(http.ResponseWriter, *http.Request) {})
-	addr := serveHTTP(t, cfg, mux)
+	l := limitRequests(cfg, mux).(*limited)
+	srv := httptest.NewServer(l)
+	t.Cleanup(srv.Close)
 	var wg sync.WaitGroup
-	for range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if r := testkit.Do(t, "GET", "http://"+addr+"/block", nil); r.Status != 200 {
-				t.Errorf("a blocked request: %s", r)
-			}
-		}()
+	block := func(path string, n int) {
+		for range n {
+			wg.Go(func() {
+				if r := testkit.Do(t, "GET", srv.URL+path, nil); r.Status != 200 {
+					t.Errorf("a blocked request to %s: %s", path, r)
+				}
+			})
+		}
 	}
-	testkit.WaitFor(t, 5*time.Second, "3 requests in flight", func() bool { return in.Load() == 3 })
-	start := time.Now()
-	r := testkit.Do(t, "GET", "http://"+addr+"/ok", nil)
-	if r.Status != 503 || r.Header.Get("Retry-After") != "2" || !strings.Contains(string(r.Body), "inlet is serving 3 requests, the most it serves at once (--max-requests)") {
-		t.Errorf("a 4th request: %s (Retry-After %q), want 503 with Retry-After 2", r, r.Header.Get("Retry-After"))
+	refused := func(path, class string, limit int) {
+		t.Helper()
+		start := time.Now()
+		r := testkit.Do(t, "GET", srv.URL+path, nil)
+		want := fmt.Sprintf("inlet is serving %d %s requests, the most it serves at once (their share of --max-requests)", limit, class)
+		if r.Status != 503 || r.Header.Get("Retry-After") != "2" || !strings.Contains(string(r.Body), want) {
+			t.Errorf("%s past its share: %s (Retry-After %q), want 503 with Retry-After 2 and %q", path, r, r.Header.Get("Retry-After"), want)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("the refusal took %v, want at once", d)
+		}
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("the refusal took %v, want at once", d)
+	served := func(path string) {
+		t.Helper()
+		if r := testkit.Do(t, "GET", srv.URL+path, nil); r.Status != 200 {
+			t.Errorf("%s: %s, want 200", path, r)
+		}
 	}
-	if r := testkit.Do(t, "GET", "http://"+addr+"/healthz", nil); r.Status != 200 {
-		t.Errorf("/healthz when full: %s, want 200", r)
-	}
+
+	block("/ui/stream?block", 2)
+	testkit.WaitFor(t, 5*time.Second, "2 other requests in flight", func() bool { return in.Load() == 2 })
+	refused("/nowhere", "other", 2)
+	served("/v1/batch")
+	served("/v1/rpc/a")
+	block("/v1/batch?block", 2)
+	block("/i?block", 2)
+	testkit.WaitFor(t, 5*time.Second, "4 ingest requests in flight", func() bool { return in.Load() == 6 })
+	refused("/v1/track", "ingest", 4)
+	served("/v1/rpc/a")
+	served("/healthz")
+	// Calls that give their slot back hold none: more than the share wait.
+	block("/v1/rpc/a?block&release", 5)
+	testkit.WaitFor(t, 5*time.Second, "5 calls waiting", func() bool { return in.Load() == 11 })
+	served("/v1/rpc/a")
+	block("/v1/rpc/a?block", 2)
+	testkit.WaitFor(t, 5*time.Second, "2 calls holding their slots", func() bool { return in.Load() == 13 })
+	refused("/v1/rpc/b", "rpc", 2)
+
 	close(release)
 	wg.Wait()
-	if r := testkit.Do(t, "GET", "http://"+addr+"/ok", nil); r.Status != 200 {
-		t.Errorf("after the slots came back: %s, want 200", r)
+	served("/nowhere")
+	served("/v1/track")
+	served("/v1/rpc/b")
+	if err := testutil.CollectAndCompare(l, strings.NewReader(`
+# HELP inlet_http_requests_refused_total HTTP requests answered 503 because their class had its share of --max-requests in flight.
+# TYPE inlet_http_requests_refused_total counter
+inlet_http_requests_refused_total{class="ingest"} 1
+inlet_http_requests_refused_total{class="other"} 1
+inlet_http_requests_refused_total{class="rpc"} 1
+`), "inlet_http_requests_refused_total"); err != nil {
+		t.Error(err)
 	}
 	if got := DefaultConfig().maxRequests(); got != 4096 {
 		t.Errorf("default --max-requests %d, want 4096 (64 MiB / 16 KiB)", got)
+	}
+	if got, want := classLimits(4096), [numClasses]int64{2048, 1024, 1024}; got != want {
+		t.Errorf("shares of 4096 by class: %v, want %v", got, want)
 	}
 }
 
@@ -278,5 +329,35 @@ func TestSlowReaderH2CMemory(t *testing.T) {
 	}
 	if bound := uint64(conns*streams) * (32 << 10); peakHeap > bound {
 		t.Errorf("heap peaked %d MiB over the start, want at most 32 KiB per held stream: %d MiB", peakHeap>>20, bound>>20)
+	}
+}
+
+// TestBodyShares: with request-reply on, it has a quarter of the body
+// budget (at least one body of --rpc-max-body-bytes) and ingest the rest;
+// off, ingest has all of it. A budget whose rest cannot hold one
+// decompressed ingest body is refused at start.
+func TestBodyShares(t *testing.T) {
+	t.Parallel()
+	const mib = 1 << 20
+	for _, tt := range []struct {
+		name            string
+		services        []string
+		budget, rpcBody int64
+		rpc, ingest     int64
+		err             string
+	}{
+		{"request-reply off", nil, 64 * mib, mib, 0, 64 * mib, ""},
+		{"defaults", []string{"a"}, 64 * mib, mib, 16 * mib, 48 * mib, ""},
+		{"large rpc bodies", []string{"a"}, 64 * mib, 20 * mib, 20 * mib, 44 * mib, ""},
+		{"too small for both", []string{"a"}, 9 * mib, mib, 2*mib + mib/4, 6*mib + 3*mib/4, "leaves ingest"},
+	} {
+		cfg := DefaultConfig()
+		cfg.RPC.Services, cfg.Ingest.MaxInflightBytes, cfg.RPC.MaxBodyBytes = tt.services, tt.budget, tt.rpcBody
+		if rpc, in := cfg.rpcBodyBytes(), cfg.ingestBodyBytes(); rpc != tt.rpc || in != tt.ingest {
+			t.Errorf("%s: request-reply %d, ingest %d; want %d and %d", tt.name, rpc, in, tt.rpc, tt.ingest)
+		}
+		if err := cfg.Validate(); (err == nil) != (tt.err == "") || err != nil && !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%s: Validate: %v, want %q", tt.name, err, tt.err)
+		}
 	}
 }

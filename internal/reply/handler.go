@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/membudget"
@@ -62,7 +63,7 @@ type Config struct {
 	Admit func(r *http.Request) (client string, err error)
 	// Budget is charged the request bodies held in memory, from their
 	// first byte read until Kafka took them; past it a call is answered
-	// 503. The gateway passes the one its ingest endpoint charges; nil
+	// 503. The gateway passes request-reply's share of its budget; nil
 	// means a budget of the handler's own of DefaultBudgetBytes.
 	Budget *membudget.Budget
 }
@@ -238,8 +239,19 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, arrived time.Tim
 		return code
 	}
 	defer h.router.Remove(c.id) // on every path: reply, timeout, client gone, error
+	if s, ok := w.(SlotReleaser); ok {
+		s.ReleaseSlot() // waiting, the call holds no body: MaxInFlight bounds it
+	}
 	return h.wait(w, r.Context().Done(), c)
 }
+
+// SlotReleaser is a ResponseWriter whose server counts the request against
+// a limit of requests served at once, sized for requests that hold bodies
+// (the gateway's --max-requests). The handler calls ReleaseSlot, on the
+// request's goroutine, once the call's request is handed to the producer:
+// from then on the call holds no body, only its waiter, which
+// Config.MaxInFlight bounds.
+type SlotReleaser interface{ ReleaseSlot() }
 
 // call is a request on its way to Kafka or there, waiting for its reply.
 type call struct {
@@ -258,7 +270,7 @@ type call struct {
 func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time) (*call, int) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		return nil, h.fail(w, http.StatusMethodNotAllowed, "method %s is not allowed on %s; use POST", r.Method, r.URL.Path)
+		return nil, h.fail(w, http.StatusMethodNotAllowed, "method %s is not allowed on %s; use POST", cut(r.Method), cut(r.URL.Path))
 	}
 	var client string
 	if h.cfg.Admit != nil {
@@ -270,16 +282,16 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 	}
 	service := r.PathValue("service")
 	if !serviceName.MatchString(service) {
-		return nil, h.fail(w, http.StatusBadRequest, "service %q: letters, digits, '.', '_' and '-' only", service)
+		return nil, h.fail(w, http.StatusBadRequest, "service %q: letters, digits, '.', '_' and '-' only, at most 100", cut(service))
 	}
 	if !h.any && !h.services[service] {
-		return nil, h.fail(w, http.StatusNotFound, "service %q is not enabled on this gateway (see --rpc-services)", service)
+		return nil, h.fail(w, http.StatusNotFound, "service %q is not enabled on this gateway (see --rpc-services)", cut(service))
 	}
 	timeout := h.cfg.Timeout
 	if v := r.Header.Get("Inlet-Timeout"); v != "" {
 		d, err := parseTimeout(v)
 		if err != nil {
-			return nil, h.fail(w, http.StatusBadRequest, "Inlet-Timeout %q: %v", v, err)
+			return nil, h.fail(w, http.StatusBadRequest, "Inlet-Timeout %q: %v", cut(v), err)
 		}
 		timeout = min(d, h.cfg.MaxTimeout)
 	}
@@ -344,6 +356,23 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 	}
 	sent = true
 	return &call{id: id, service: service, timeout: timeout, deadline: deadline, replies: replies}, 0
+}
+
+// maxQuoted is how much of a caller's input an error message quotes.
+const maxQuoted = 128
+
+// cut is s for an error message: its first maxQuoted bytes (on a rune
+// boundary) and "...", when longer. A caller's 10,000-character service
+// name was echoed whole.
+func cut(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	n := maxQuoted
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 // writeMargin is how long past its deadline a call's answer may take to

@@ -578,3 +578,28 @@ func TestHandlerAdmit(t *testing.T) {
 		t.Errorf("record: client %q, forwarded Inlet-Client %q; want web and the caller's admin apart", req.Client, req.Headers.Get("Inlet-Client"))
 	}
 }
+
+// TestHandlerQuotesLittle: what a caller sent is quoted in an error cut to
+// its first 128 bytes: a 10,000-character service name was echoed whole.
+func TestHandlerQuotesLittle(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("s", 10_000)
+	for _, tt := range []struct {
+		name  string
+		req   *http.Request
+		code  int
+		quote string // what the message quotes, cut
+	}{
+		{"service name", post(long, "x"), 400, `service "` + long[:128] + `..."`},
+		{"service name with a multi-byte rune at the cut", post(strings.Repeat("s", 127)+strings.Repeat("é", 100), "x"), 400, `service "` + strings.Repeat("s", 127) + `..."`},
+		{"Inlet-Timeout", post("billing", "x", "Inlet-Timeout", long), 400, `Inlet-Timeout "` + long[:128] + `..."`},
+		{"method", httptest.NewRequest(strings.Repeat("M", 10_000), "/v1/rpc/billing", nil), 405, "method " + strings.Repeat("M", 128) + "... is not allowed"},
+	} {
+		f := newFixture(t, nil)
+		w := f.serve(tt.req)
+		msg := errorOf(t, w)
+		if w.Code != tt.code || !strings.Contains(msg, tt.quote) || len(msg) > 128+150 {
+			t.Errorf("%s: %d, %d bytes: %.300q; want %d quoting %.200q, at most %d bytes", tt.name, w.Code, len(msg), msg, tt.code, tt.quote, 128+150)
+		}
+	}
+}
