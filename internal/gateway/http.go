@@ -56,7 +56,7 @@ func newServer(cfg Config, h http.Handler, log *slog.Logger) (*http.Server, erro
 func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) (*http.Server, error) {
 	srv := &http.Server{
 		TLSConfig:         tc,
-		Handler:           closeAmbiguous(limitRequests(cfg, h)),
+		Handler:           limitRequests(cfg, h),
 		ConnContext:       membudget.ConnContext,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
@@ -85,7 +85,7 @@ func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) 
 	return srv, nil
 }
 
-// closeAmbiguous closes an HTTP/1.x connection after the answer to a
+// closeAmbiguous has an HTTP/1.x connection closed after the answer to a
 // request whose framing a proxy in front may have read otherwise: one with
 // a chunked body, and any HTTP/1.0 one. net/http reads a request with both
 // Transfer-Encoding: chunked and a Content-Length by its chunks and keeps
@@ -97,13 +97,11 @@ func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) 
 // here, every chunked or HTTP/1.0 request gets it (browsers and inlet's
 // SDKs send HTTP/1.1 with a length). TestSmuggling and FuzzFraming fail
 // without it.
-func closeAmbiguous(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
-			w.Header().Set("Connection", "close")
-		}
-		h.ServeHTTP(w, r)
-	})
+// limited.ServeHTTP calls it first, for every request.
+func closeAmbiguous(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // unlimited are the paths limitRequests lets through when full: probes
@@ -162,6 +160,7 @@ func limitRequests(cfg Config, h http.Handler) http.Handler {
 }
 
 func (l *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	closeAmbiguous(w, r)
 	dw := &deadlineWriter{ResponseWriter: w, d: l.writeTimeout}
 	l.serve(dw, r)
 	if dw.code == http.StatusRequestEntityTooLarge && r.ProtoMajor == 1 {
