@@ -51,9 +51,14 @@ type Config struct {
 	// TLSReloadInterval is how often the files' modification times are
 	// checked; 0: only on SIGHUP.
 	TLSReloadInterval time.Duration
-	Brokers           []string // Kafka seed brokers; empty starts the development broker
-	Ack               string   // AckSpool, AckKafka or AckNone
-	DataDir           string   // the spool (<DataDir>/spool) and the development broker's data
+	// OpsListen is the operators' listen address (plain HTTP): /metrics,
+	// /debug/pprof/ and the live page /ui/ are served there and no longer
+	// on Listen (404); both serve /healthz and /readyz. Empty: Listen
+	// serves everything.
+	OpsListen string
+	Brokers   []string // Kafka seed brokers; empty starts the development broker
+	Ack       string   // AckSpool, AckKafka or AckNone
+	DataDir   string   // the spool (<DataDir>/spool) and the development broker's data
 
 	Broker    devbroker.Config // without Brokers; its DataDir defaults to DataDir
 	Kafka     kafka.Config     // the events producer; its Brokers are set by Start
@@ -149,6 +154,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file` of --tls-cert")
 	fs.StringVar(&c.TLSListen, "tls-listen", c.TLSListen, "HTTPS listen address (host:port); --listen then stays plain HTTP (HTTP/1.1 and h2c)")
 	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", c.TLSReloadInterval, "how often --tls-cert and --tls-key are checked for changes (0: only on SIGHUP)")
+	fs.StringVar(&c.OpsListen, "ops-listen", c.OpsListen, "operators' listen address (host:port, plain HTTP): /metrics, /debug/pprof/ and /ui/ move there from --listen; both serve /healthz and /readyz")
 	cliflag.List(fs, &c.Brokers, "brokers", "Kafka seed brokers, comma-separated host:port; empty starts the embedded development broker")
 	fs.StringVar(&c.Ack, "ack", c.Ack, "when to answer: spool (200 once fsynced to the local spool), kafka (200 once Kafka acknowledged every event) or none (202 once enqueued in memory)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for local state: the spool (<data-dir>/spool) and the development broker's data")

@@ -45,6 +45,7 @@ type Gateway struct {
 	replies  reply.Transport // nil without request-reply services
 	srv      *http.Server
 	ln       net.Listener  // --listen
+	opsLn    net.Listener  // --ops-listen; nil without it
 	tlsLn    net.Listener  // the HTTPS one (ln itself without --tls-listen); nil without --tls-cert
 	certs    *certReloader // nil without --tls-cert
 	// kafkaCert is why the Kafka client certificate is not valid now
@@ -163,7 +164,7 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 		return nil, err
 	}
 	g.reg.MustRegister(g.srv.Handler.(*limited)) // requests in flight and refused, by class
-	log.Info("serving", "addr", g.Addr(), "https", g.TLSAddr(), "brokers", brokers, "kafka_security", cfg.Kafka.Security.String(), "ack", cfg.Ack, "topic", ic.Topic)
+	log.Info("serving", "addr", g.Addr(), "https", g.TLSAddr(), "ops", g.OpsAddr(), "brokers", brokers, "kafka_security", cfg.Kafka.Security.String(), "ack", cfg.Ack, "topic", ic.Topic)
 	return g, nil
 }
 
@@ -321,6 +322,10 @@ func (g *Gateway) startReadiness() {
 // Addr is the address the HTTP server listens on (--listen): plain HTTP,
 // or HTTPS with --tls-cert and no --tls-listen.
 func (g *Gateway) Addr() string { return g.ln.Addr().String() }
+
+// OpsAddr is the address of the operators' listener (--ops-listen), or ""
+// without one.
+func (g *Gateway) OpsAddr() string { return addrOf(g.opsLn) }
 
 // TLSAddr is the address HTTPS is served on: --tls-listen's, else Addr
 // with --tls-cert; "" without HTTPS.

@@ -23,14 +23,15 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// routes adds the gateway's own endpoints to mux.
+// routes adds the gateway's own endpoints to mux. Of net/http/pprof's,
+// /debug/pprof/cmdline is left out: it shows the command line, with any
+// secret given there as a flag (--kafka-sasl-password).
 func (g *Gateway) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", g.serveHealth)
 	mux.HandleFunc("GET /readyz", g.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
 	if g.cfg.Pprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
@@ -102,6 +103,37 @@ func closeAmbiguous(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor == 1 && (r.ProtoMinor == 0 || len(r.TransferEncoding) > 0) {
 		w.Header().Set("Connection", "close")
 	}
+}
+
+// opsPath reports whether path is an operator's endpoint: what
+// --ops-listen moves off the public listener (publicView, opsView).
+func opsPath(path string) bool {
+	return path == "/metrics" || path == "/ui" || strings.HasPrefix(path, "/ui/") ||
+		path == "/debug/pprof" || strings.HasPrefix(path, "/debug/")
+}
+
+// publicView is mux without the operators' endpoints (opsPath): 404 for
+// them, as for any path it does not serve.
+func publicView(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if opsPath(r.URL.Path) {
+			http.NotFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// opsView is mux with only the operators' endpoints and the probes
+// (/healthz, /readyz, which both listeners serve); 404 for the rest.
+func opsView(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !opsPath(r.URL.Path) && !unlimited[r.URL.Path] {
+			http.NotFound(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // unlimited are the paths limitRequests lets through when full: probes
@@ -381,7 +413,11 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 			g.lc.started("HTTPS certificate watcher", 0, func(context.Context) error { close(stop); <-done; return nil })
 		}
 	}
-	srv, err := newServerTLS(g.cfg, mux, g.log, tc)
+	var public http.Handler = mux
+	if g.cfg.OpsListen != "" {
+		public = publicView(mux)
+	}
+	srv, err := newServerTLS(g.cfg, public, g.log, tc)
 	if err != nil {
 		return err
 	}
@@ -391,21 +427,48 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 	}
 	g.srv, g.ln = srv, ln
 	type listener struct {
+		srv *http.Server
 		ln  net.Listener
 		tls bool
 	}
-	lns := []listener{{ln, tc != nil && g.cfg.TLSListen == ""}}
+	lns := []listener{{srv, ln, tc != nil && g.cfg.TLSListen == ""}}
+	closeAll := func() {
+		for _, l := range lns {
+			l.ln.Close()
+		}
+	}
 	if tc != nil && g.cfg.TLSListen != "" {
 		tln, err := net.Listen("tcp", g.cfg.TLSListen)
 		if err != nil {
-			ln.Close()
+			closeAll()
 			return fmt.Errorf("listening on %s (--tls-listen): %w", g.cfg.TLSListen, err)
 		}
-		lns = append(lns, listener{tln, true})
+		lns = append(lns, listener{srv, tln, true})
+		g.tlsLn = tln
+	} else if lns[0].tls {
+		g.tlsLn = ln
 	}
-	for _, l := range lns {
-		if l.tls {
-			g.tlsLn = l.ln
+	if g.cfg.OpsListen != "" {
+		osrv, err := newServer(g.cfg, opsView(mux), g.log)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		oln, err := net.Listen("tcp", g.cfg.OpsListen)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("listening on %s (--ops-listen): %w", g.cfg.OpsListen, err)
+		}
+		lns = append(lns, listener{osrv, oln, false})
+		g.opsLn = oln
+	}
+	servers := []*http.Server{srv}
+	if g.opsLn != nil {
+		servers = append(servers, lns[len(lns)-1].srv)
+	}
+	stopAll := func() {
+		for _, s := range servers {
+			_ = s.Close()
 		}
 	}
 	var wg sync.WaitGroup
@@ -414,13 +477,13 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 		wg.Go(func() {
 			var err error
 			if l.tls {
-				err = srv.ServeTLS(l.ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+				err = l.srv.ServeTLS(l.ln, "", "") // the certificate comes from TLSConfig.GetCertificate
 			} else {
-				err = srv.Serve(l.ln)
+				err = l.srv.Serve(l.ln)
 			}
 			if err = serveErr(err); err != nil {
 				errs <- err
-				_ = srv.Close() // one listener failed: stop serving, as with a single one
+				stopAll() // one listener failed: stop serving, as with a single one
 			}
 		})
 	}
@@ -435,12 +498,18 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 		close(g.served)
 	}()
 	g.lc.started("HTTP server", weightHTTP, func(ctx context.Context) error {
-		if err := srv.Shutdown(ctx); err != nil {
-			// Requests still running were not answered, so nothing they
-			// carried was acknowledged: their clients retry.
-			g.log.Warn("requests still in flight at their share of the shutdown deadline; closing their connections", "err", err)
-			_ = srv.Close()
+		var swg sync.WaitGroup
+		for _, s := range servers {
+			swg.Go(func() {
+				if err := s.Shutdown(ctx); err != nil {
+					// Requests still running were not answered, so nothing
+					// they carried was acknowledged: their clients retry.
+					g.log.Warn("requests still in flight at their share of the shutdown deadline; closing their connections", "err", err)
+					_ = s.Close()
+				}
+			})
 		}
+		swg.Wait()
 		<-done
 		return nil
 	})
