@@ -98,6 +98,15 @@ type Config struct {
 	// Retry-After past it); 0 sizes it to the body budget, one request per
 	// RequestBytes of Ingest.MaxInflightBytes.
 	MaxRequests int
+	// MaxHeaderBytes bounds a request's header (HTTP/1 and HTTP/2): 431
+	// past it. With MaxConns it bounds the memory that clients hold before
+	// any credential is checked: about 11 KB per idle connection and 30 KB
+	// per connection sending a 16 KiB header (BENCHMARKS.md, issue 27).
+	MaxHeaderBytes int
+	// MaxConns bounds the connections open at once on each HTTP listener:
+	// past it a new connection waits in the kernel's accept queue until
+	// one closes. 0: no bound but the file-descriptor limit.
+	MaxConns int
 	// ResponseWriteTimeout is the time a client has to read an answer
 	// once its first byte is written; 0 leaves only the server's
 	// write timeout.
@@ -139,6 +148,7 @@ func DefaultConfig() Config {
 		ReadTimeout:          30 * time.Second,
 		IdleTimeout:          120 * time.Second,
 		HTTP2MaxStreams:      128,
+		MaxHeaderBytes:       16 << 10,
 		ResponseWriteTimeout: 5 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 		ReadyInterval:        5 * time.Second,
@@ -179,6 +189,8 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "time a client has to send the whole request")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", c.IdleTimeout, "how long an idle keep-alive connection stays open")
 	fs.IntVar(&c.HTTP2MaxStreams, "http2-max-streams", c.HTTP2MaxStreams, "concurrent requests on one HTTP/2 (h2c) connection")
+	cliflag.Bytes(fs, &c.MaxHeaderBytes, "max-header-bytes", "a request's header, HTTP/1 and HTTP/2 (431 past it)")
+	fs.IntVar(&c.MaxConns, "max-conns", c.MaxConns, "connections open at once on each HTTP listener (a new one waits in the accept queue past it); 0: no bound but the file-descriptor limit")
 	fs.IntVar(&c.MaxRequests, "max-requests", c.MaxRequests, "requests served at once, on all connections: half for ingest, a quarter for request-reply calls reading their bodies, a quarter for the rest (503 with Retry-After past a share; calls waiting for replies count against --rpc-max-in-flight only); 0: one per 16 KiB of --max-inflight-bytes")
 	fs.DurationVar(&c.ResponseWriteTimeout, "response-write-timeout", c.ResponseWriteTimeout, "time a client has to read an answer once it starts (a client that reads nothing is cut then); 0: only the server's write timeout")
 	fs.StringVar(&c.HTTPFront, "http-front", c.HTTPFront, "deprecated, no effect: net/http serves every listener (fasthttp, the removed front, is accepted with a warning)")
@@ -289,8 +301,11 @@ func (c Config) Validate() error {
 	if c.HTTP2MaxStreams < 1 {
 		return errors.New("--http2-max-streams must be at least 1")
 	}
-	if c.MaxRequests < 0 || c.ResponseWriteTimeout < 0 {
-		return errors.New("--max-requests and --response-write-timeout must not be negative")
+	if c.MaxRequests < 0 || c.ResponseWriteTimeout < 0 || c.MaxConns < 0 {
+		return errors.New("--max-requests, --max-conns and --response-write-timeout must not be negative")
+	}
+	if c.MaxHeaderBytes < 1<<10 {
+		return errors.New("--max-header-bytes must be at least 1KiB")
 	}
 	if c.ShutdownTimeout <= 0 || c.ReadTimeout <= 0 || c.ReadHeaderTimeout <= 0 {
 		return errors.New("timeouts must be positive")

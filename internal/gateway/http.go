@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/http2"
+	"golang.org/x/net/netutil"
 )
 
 // routes adds the gateway's own endpoints to mux. Of net/http/pprof's,
@@ -64,7 +65,7 @@ func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) 
 		// An answer may wait for the body, then for Kafka.
 		WriteTimeout:   cfg.ReadTimeout + cfg.Ingest.WriteTimeout + 5*time.Second,
 		IdleTimeout:    cfg.IdleTimeout,
-		MaxHeaderBytes: 64 << 10,
+		MaxHeaderBytes: cfg.MaxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		Protocols:      new(http.Protocols),
 	}
@@ -395,6 +396,16 @@ func (w *deadlineWriter) Flush() {
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 
+// listen listens on addr with at most MaxConns connections open at once
+// (netutil.LimitListener: past it, Accept waits for one to close).
+func (g *Gateway) listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil || g.cfg.MaxConns == 0 {
+		return ln, err
+	}
+	return netutil.LimitListener(ln, g.cfg.MaxConns), nil
+}
+
 // startHTTP serves mux with one net/http server on every listener: the
 // plain one (HTTP/1.1 and h2c) and the HTTPS one (HTTP/1.1 and HTTP/2 by
 // ALPN). One parser per port: nothing sniffs a connection or hands it from
@@ -421,7 +432,7 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", g.cfg.Listen)
+	ln, err := g.listen(g.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", g.cfg.Listen, err)
 	}
@@ -438,7 +449,7 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 		}
 	}
 	if tc != nil && g.cfg.TLSListen != "" {
-		tln, err := net.Listen("tcp", g.cfg.TLSListen)
+		tln, err := g.listen(g.cfg.TLSListen)
 		if err != nil {
 			closeAll()
 			return fmt.Errorf("listening on %s (--tls-listen): %w", g.cfg.TLSListen, err)

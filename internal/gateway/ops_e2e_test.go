@@ -71,3 +71,55 @@ func TestOpsListener(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderAndConnBounds: a header over --max-header-bytes gets 431 (16
+// KiB by default, what a client may hold of the server's memory before
+// any credential is checked), and past --max-conns a new connection is
+// not served until one closes.
+func TestHeaderAndConnBounds(t *testing.T) {
+	t.Parallel()
+	cfg := gatewaytest.Config(t, testkit.Brokers(t), testkit.Unique(t, "t-"))
+	cfg.Ack = "kafka"
+	cfg.MaxConns = 2
+	g := gatewaytest.Start(t, cfg)
+	gatewaytest.Ready(t, g, 30*time.Second)
+	post := func(cl *http.Client, pad int) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+g.Addr()+"/v1/batch", strings.NewReader(`[{"event":"e"}]`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Pad", strings.Repeat("p", pad))
+		resp, err := cl.Do(req)
+		if err != nil {
+			return 0
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	one := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+	defer one.CloseIdleConnections()
+	if got := post(one, 8<<10); got != http.StatusOK {
+		t.Errorf("8 KiB header: %d, want 200", got)
+	}
+	if got := post(one, 24<<10); got != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("24 KiB header: %d, want 431", got)
+	}
+	// Two connections held open (the probe's of gatewaytest.Ready are
+	// closed by now): a third waits until one of them closes.
+	a := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+	b := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+	one.CloseIdleConnections() // its slot comes back as the server reads the close; b waits for it if need be
+	if post(a, 0) != http.StatusOK || post(b, 0) != http.StatusOK {
+		t.Fatal("two connections under --max-conns 2 not served")
+	}
+	third := &http.Client{Timeout: 500 * time.Millisecond}
+	if got := post(third, 0); got != 0 {
+		t.Errorf("a third connection past --max-conns 2 was answered %d", got)
+	}
+	a.CloseIdleConnections()
+	third.Timeout = 10 * time.Second
+	if got := post(third, 0); got != http.StatusOK {
+		t.Errorf("once a connection closed, the next one: %d, want 200", got)
+	}
+	b.CloseIdleConnections()
+}
