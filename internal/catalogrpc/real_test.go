@@ -39,32 +39,7 @@ func TestRealCatalogAndAuth(t *testing.T) {
 	acfg.ClientsFile = clients
 	acfg.TokenTTL = time.Minute
 	acfg.Now = func() time.Time { return time.Unix(0, now.Load()) }
-	au, err := auth.Open(acfg, testkit.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer au.Close()
-	ccfg := catalog.DefaultConfig()
-	ccfg.Store, ccfg.Path = catalog.StoreEmbedded, filepath.Join(dir, "catalog.db")
-	cat, err := catalog.Open(ccfg, testkit.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	s, err := New(cat, au, DefaultConfig(), testkit.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gl, _ := net.Listen("tcp", "127.0.0.1:0")
-	tl, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.ServeGRPC(gl)
-	go s.ServeThrift(tl)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	}()
-	ts := &testServer{grpcAddr: gl.Addr().String(), thriftAddr: tl.Addr().String()}
+	ts := startReal(t, acfg, dir)
 	data, cl, _ := ts.grpcClients(t)
 	_, tc := thriftClients(t, ts.thriftAddr, true)
 	ctx := ctxT(t)
@@ -147,32 +122,7 @@ func TestRealThrottleFailedCredentials(t *testing.T) {
 	acfg := auth.DefaultConfig()
 	acfg.ClientsFile = clients
 	acfg.FailBurst, acfg.FailEvery = 3, time.Hour
-	au, err := auth.Open(acfg, testkit.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer au.Close()
-	ccfg := catalog.DefaultConfig()
-	ccfg.Store, ccfg.Path = catalog.StoreEmbedded, filepath.Join(dir, "catalog.db")
-	cat, err := catalog.Open(ccfg, testkit.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cat.Close()
-	s, err := New(cat, au, DefaultConfig(), testkit.Logger(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	gl, _ := net.Listen("tcp", "127.0.0.1:0")
-	tl, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.ServeGRPC(gl)
-	go s.ServeThrift(tl)
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	}()
-	ts := &testServer{grpcAddr: gl.Addr().String(), thriftAddr: tl.Addr().String()}
+	ts := startReal(t, acfg, dir)
 	data, _, _ := ts.grpcClients(t)
 	_, tc := thriftClients(t, ts.thriftAddr, true)
 	ctx := ctxT(t)
@@ -190,4 +140,36 @@ func TestRealThrottleFailedCredentials(t *testing.T) {
 	wantStatus(t, "good credentials from a throttled address", err, codes.ResourceExhausted, "retry after")
 	_, err = tc.Get(ctx, &thriftcat.Credentials{ClientId: "web", Token: secret}, "shop", "e1")
 	wantCatalogError(t, "Thrift from the throttled address", err, thriftcat.ErrorCode_RESOURCE_EXHAUSTED, "too many failed credentials")
+}
+
+// startReal serves the front ends over the real catalog (an embedded store
+// under dir) and real credentials (acfg), until the test ends.
+func startReal(t *testing.T, acfg auth.Config, dir string) *testServer {
+	t.Helper()
+	au, err := auth.Open(acfg, testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { au.Close() })
+	ccfg := catalog.DefaultConfig()
+	ccfg.Store, ccfg.Path = catalog.StoreEmbedded, filepath.Join(dir, "catalog.db")
+	cat, err := catalog.Open(ccfg, testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cat.Close() })
+	s, err := New(cat, au, DefaultConfig(), testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gl, _ := net.Listen("tcp", "127.0.0.1:0")
+	tl, _ := net.Listen("tcp", "127.0.0.1:0")
+	go s.ServeGRPC(gl)
+	go s.ServeThrift(tl)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	return &testServer{grpcAddr: gl.Addr().String(), thriftAddr: tl.Addr().String()}
 }
