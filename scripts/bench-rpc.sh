@@ -136,6 +136,7 @@ run_case() {
 	done
 	local rss_kb
 	rss_kb="$(awk '/VmHWM/ {print $2}' "/proc/$serve/status")"
+	curl -s "http://127.0.0.1:$port/metrics" >"$OUT/metrics-$name.txt" || true
 	kill "$worker" "$serve"
 	wait "$worker" "$serve" 2>/dev/null || true
 	python3 - "$OUT/rpc-$name.json" "$mode" "$name" "$min-$max" "$rss_kb" "$cpu" "$genkind" <<'PY'
