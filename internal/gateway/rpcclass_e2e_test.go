@@ -25,7 +25,6 @@ import (
 func classGateway(t *testing.T, brokers []string, prefix, service string, edit func(*gateway.Config)) *gateway.Gateway {
 	t.Helper()
 	cfg := gatewaytest.Config(t, brokers, testkit.Unique(t, "t-"))
-	cfg.HTTPFront = gateway.FrontNetHTTP
 	cfg.RPC.Services = []string{service}
 	cfg.RPC.TopicPrefix = prefix
 	if edit != nil {
