@@ -150,7 +150,8 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	in.Register(mux)
 	g.ingest = in
 	if n := cfg.rpcBodyBytes(); n > 0 { // request-reply's share of --max-inflight-bytes
-		g.cfg.RPC.Budget = membudget.New(n)
+		// One connection holds at most a quarter of it, as with ingest's.
+		g.cfg.RPC.Budget = membudget.NewShared(n, n/membudget.ConnShareDivisor)
 	}
 	if err := g.startRPC(brokers, mux); err != nil {
 		return nil, err
