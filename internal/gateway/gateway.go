@@ -150,8 +150,7 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	in.Register(mux)
 	g.ingest = in
 	if n := cfg.rpcBodyBytes(); n > 0 { // request-reply's share of --max-inflight-bytes
-		// One connection holds at most a quarter of it, as with ingest's.
-		g.cfg.RPC.Budget = membudget.NewShared(n, n/membudget.ConnShareDivisor)
+		g.cfg.RPC.Budget = membudget.New(n)
 	}
 	if err := g.startRPC(brokers, mux); err != nil {
 		return nil, err

@@ -141,8 +141,8 @@ type Handler struct {
 // outgoing is a request record for the sender, and the bytes of the
 // budget its body holds until Kafka took it or refused it.
 type outgoing struct {
-	rec  *event.Record // EventID is the correlation id
-	hold membudget.Hold
+	rec   *event.Record // EventID is the correlation id
+	taken int64
 }
 
 // sendQueue bounds the requests waiting for the sender goroutine; past
@@ -185,7 +185,7 @@ func (h *Handler) Close() {
 	for {
 		select {
 		case o := <-h.sendq:
-			o.hold.Release()
+			h.budget.Release(o.taken)
 		default:
 			return
 		}
@@ -198,9 +198,9 @@ func (h *Handler) sender() {
 	for {
 		select {
 		case o := <-h.sendq:
-			id, hold := o.rec.EventID, o.hold
+			id, taken := o.rec.EventID, o.taken
 			done := func(err error) {
-				hold.Release() // Kafka has the body, or never will
+				h.budget.Release(taken) // Kafka has the body, or never will
 				if err != nil {
 					h.router.Fail(id, err)
 				}
@@ -319,17 +319,15 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 		return nil, h.busy(w, "%d requests are waiting for replies, the limit; retry later", h.cfg.MaxInFlight)
 	}
 	sent := false
-	// Of the budget, and of its connection's share: given back when the
-	// body is done with.
-	hold := membudget.Hold{B: h.budget, Conn: membudget.ConnFrom(r.Context())}
+	var taken int64 // of the budget, given back when the body is done with
 	defer func() {
 		if !sent {
 			h.router.Remove(id)
-			hold.Release()
+			h.budget.Release(taken)
 		}
 	}()
 
-	body, err := h.readBody(w, r, &hold)
+	body, err := h.readBody(w, r, &taken)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
@@ -338,10 +336,6 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 		case errors.Is(err, membudget.ErrExhausted):
 			w.Header().Set("Connection", "close") // rather than read the rest
 			return nil, h.busy(w, "inlet holds too many request bodies in memory; retry later")
-		case errors.Is(err, membudget.ErrConnShare):
-			w.Header().Set("Connection", "close")
-			w.Header().Set("Retry-After", strconv.Itoa(int((h.cfg.RetryAfter+time.Second-1)/time.Second)))
-			return nil, h.fail(w, http.StatusTooManyRequests, "this connection holds its share of the request bodies in memory (a quarter of request-reply's); retry later or on another connection")
 		}
 		return nil, h.fail(w, http.StatusBadRequest, "reading body: %v", err)
 	}
@@ -356,7 +350,7 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 	// Produced without waiting for Kafka's acknowledgement (the reply may
 	// well come first); a refused produce ends the wait.
 	select {
-	case h.sendq <- outgoing{rec: &rec, hold: hold}:
+	case h.sendq <- outgoing{rec: &rec, taken: taken}:
 	default:
 		return nil, h.busy(w, "%d requests are waiting to be sent to kafka, the limit; retry later", sendQueue)
 	}
@@ -396,16 +390,15 @@ func replyPartition(addr Address) int32 {
 }
 
 // readBody reads r's body, charging the memory it holds to the budget as
-// the body arrives, to hold (and to its connection's share), which the
-// caller releases: a stalled upload holds what it sent, not what it announced
+// the body arrives, and adding what it charged to *taken, which the caller
+// releases: a stalled upload holds what it sent, not what it announced
 // (but one announcing more than the budget has room for is refused before
 // it is read).
 // The buffer doubles as it fills, up to the Content-Length when there is
 // one (never past it), and what is charged is its capacity. Past the
-// budget it fails with membudget.ErrExhausted (ErrConnShare past the
-// connection's share), past MaxBodyBytes with an
+// budget it fails with membudget.ErrExhausted, past MaxBodyBytes with an
 // *http.MaxBytesError.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, hold *membudget.Hold) ([]byte, error) {
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, taken *int64) ([]byte, error) {
 	limit := h.cfg.MaxBodyBytes
 	if r.ContentLength >= 0 { // at most MaxBodyBytes: checked before
 		limit = r.ContentLength
@@ -434,9 +427,10 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, hold *membudg
 				return nil, err
 			}
 			grow := min(max(2*int64(cap(buf)), 4<<10), limit) - int64(cap(buf))
-			if err := hold.Take(grow); err != nil {
-				return nil, err
+			if !h.budget.Take(grow) {
+				return nil, membudget.ErrExhausted
 			}
+			*taken += grow
 			nb := make([]byte, len(buf), cap(buf)+int(grow))
 			copy(nb, buf)
 			buf = nb

@@ -253,32 +253,3 @@ func TestHandlerWriteDeadline(t *testing.T) {
 		}
 	}
 }
-
-// TestHandlerConnShare: one connection's calls hold at most its share of
-// the budget (a quarter, as the gateway makes it): past it a call is
-// answered 429 with Retry-After, and the same call passes once the
-// connection's other bodies are done with.
-func TestHandlerConnShare(t *testing.T) {
-	t.Parallel()
-	budget := membudget.NewShared(4<<20, 1<<20)
-	f := newFixture(t, func(c *Config) { c.MaxBodyBytes, c.Budget = 64<<10, budget })
-	ctx := membudget.ConnContext(t.Context(), nil)
-	conn := membudget.ConnFrom(ctx)
-	const others = 1<<20 - 1<<10 // the connection's other streams' bodies
-	if err := budget.TakeConn(conn, others); err != nil {
-		t.Fatal(err)
-	}
-	call := func() *httptest.ResponseRecorder {
-		r := httptest.NewRequest(http.MethodPost, "/v1/rpc/billing", strings.NewReader(strings.Repeat("x", 8<<10))).WithContext(ctx)
-		r.Header.Set("Content-Type", "text/plain")
-		return f.serve(r)
-	}
-	if w := call(); w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
-		t.Errorf("a call past its connection's share: %d (Retry-After %q) %.200s, want 429 with Retry-After", w.Code, w.Header().Get("Retry-After"), w.Body)
-	}
-	budget.ReleaseConn(conn, others)
-	if w := call(); w.Code != http.StatusOK {
-		t.Errorf("the same call once the connection's other bodies are gone: %d %.200s, want 200", w.Code, w.Body)
-	}
-	testkit.WaitFor(t, 5*time.Second, "the budget given back", func() bool { return budget.Used() == 0 && conn.Used() == 0 })
-}
