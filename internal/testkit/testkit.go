@@ -272,17 +272,36 @@ func Unique(tb testing.TB, prefix string) string {
 }
 
 // FreeAddr returns a loopback host:port that nothing listens on: a
-// connection to it is refused.
+// connection to it is refused. It never returns the same address twice in
+// one test binary: the kernel hands a port that was just closed out again,
+// and two addresses of one test (--grpc-listen and --thrift-listen) came
+// out equal.
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		freeAddrsMu.Lock()
+		seen := freeAddrs[addr]
+		freeAddrs[addr] = true
+		freeAddrsMu.Unlock()
+		if !seen {
+			return addr
+		}
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	tb.Fatal("no loopback port that was not handed out already")
+	return ""
 }
+
+// freeAddrs are the addresses FreeAddr handed out.
+var (
+	freeAddrsMu sync.Mutex
+	freeAddrs   = map[string]bool{}
+)
 
 // WaitFor polls cond every 10 ms until it holds, failing the test with what
 // after timeout.
