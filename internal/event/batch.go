@@ -375,16 +375,7 @@ func appendMeta(dst []byte, m Meta) []byte {
 }
 
 // cutUA cuts a user agent to MaxUABytes, not within a character.
-func cutUA(ua string) string {
-	if len(ua) <= MaxUABytes {
-		return ua
-	}
-	cut := MaxUABytes
-	for cut > 0 && !utf8.RuneStart(ua[cut]) {
-		cut--
-	}
-	return ua[:cut]
-}
+func cutUA(ua string) string { return Prefix(ua, MaxUABytes) }
 
 // lastV7 is the time stamp of the last id newV7 made, in milliseconds
 // since the epoch << 12 | a 12-bit sequence (RFC 9562 method 3), so that

@@ -16,11 +16,20 @@ func Quote(s string) string {
 	if len(s) <= MaxQuoteBytes {
 		return strconv.Quote(s)
 	}
-	cut := MaxQuoteBytes
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
+	return strconv.Quote(Prefix(s, MaxQuoteBytes)) + "... (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// Prefix is s cut to at most n bytes, not within a character: the one cut
+// of every message, log field and header value that bounds what it keeps
+// of a client's input.
+func Prefix(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return strconv.Quote(s[:cut]) + "... (" + strconv.Itoa(len(s)) + " bytes)"
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // AppendJSONString appends s quoted as encoding/json quotes strings with

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/inlet-dev/inlet/internal/membudget"
 
@@ -42,20 +41,13 @@ func errorf(status int, format string, args ...any) *httpError {
 	return &httpError{status: status, msg: fmt.Sprintf(format, args...), offset: -1}
 }
 
-// maxQuoted bounds what an answer quotes of a request (a header, a query
-// pair): enough to recognize it, never an echo of a large input.
-const maxQuoted = 128
-
-// clip is s, or its first maxQuoted bytes (at a rune's start) and "…".
+// clip is s, or, for an answer quoting a request's header or query pair,
+// its first event.MaxQuoteBytes bytes and "…".
 func clip(s string) string {
-	if len(s) <= maxQuoted {
+	if len(s) <= event.MaxQuoteBytes {
 		return s
 	}
-	n := maxQuoted
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return event.Prefix(s, event.MaxQuoteBytes) + "…"
 }
 
 // format picks the body layout from Content-Type. sendBeacon sends strings

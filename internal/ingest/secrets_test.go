@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/event"
 )
 
 // TestAuthBeforeContentChecks: with credentials on, a request without
@@ -156,7 +157,7 @@ func TestPixelSecretNotStored(t *testing.T) {
 	}
 }
 
-// TestLongInputNotEchoed: an answer quotes at most maxQuoted bytes of a
+// TestLongInputNotEchoed: an answer quotes at most event.MaxQuoteBytes bytes of a
 // header or query pair it refuses, also in a dead letter's error.
 func TestLongInputNotEchoed(t *testing.T) {
 	t.Parallel()
@@ -172,7 +173,7 @@ func TestLongInputNotEchoed(t *testing.T) {
 		{"origin", []string{"Content-Type", "application/json", "Origin", "https://" + long}},
 	} {
 		r := h.do(t, "POST", "/v1/batch", []byte(`[{"event":"a"}]`), tc.headers...)
-		if strings.Contains(string(r.body), strings.Repeat("x", maxQuoted+1)) || len(r.body) > 600 {
+		if strings.Contains(string(r.body), strings.Repeat("x", event.MaxQuoteBytes+1)) || len(r.body) > 600 {
 			t.Errorf("%s: answer %d bytes: %.300s", tc.name, len(r.body), r.body)
 		}
 	}

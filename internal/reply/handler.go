@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/membudget"
@@ -358,21 +357,14 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time
 	return &call{id: id, service: service, timeout: timeout, deadline: deadline, replies: replies}, 0
 }
 
-// maxQuoted is how much of a caller's input an error message quotes.
-const maxQuoted = 128
-
-// cut is s for an error message: its first maxQuoted bytes (on a rune
-// boundary) and "...", when longer. A caller's 10,000-character service
-// name was echoed whole.
+// cut is s for an error message: its first event.MaxQuoteBytes bytes
+// and "...", when longer. A caller's 10,000-character service name was
+// echoed whole.
 func cut(s string) string {
-	if len(s) <= maxQuoted {
+	if len(s) <= event.MaxQuoteBytes {
 		return s
 	}
-	n := maxQuoted
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
+	return event.Prefix(s, event.MaxQuoteBytes) + "..."
 }
 
 // writeMargin is how long past its deadline a call's answer may take to

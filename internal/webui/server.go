@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/inlet-dev/inlet/internal/event"
 )
 
 var zeroTime time.Time
@@ -224,8 +225,5 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
+	return event.Prefix(s, n) + "…"
 }
