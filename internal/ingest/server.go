@@ -326,20 +326,13 @@ func putItems(ib *[][]byte) {
 }
 
 // add reads each event of the request into b, once. Frame left the events'
-// insides unchecked: when a rejection may hide a fault of the body
-// (event.HidesBodyError: a malformed or too large event of a JSON body, any
-// rejection of the single event of /v1/track), the body as a whole is
-// checked as Split does, and a body Split refuses is answered as it was (400
-// with the offset), not as a rejected event.
+// insides unchecked: a body whose fault an event's rejection hides
+// (event.BodyFault: a syntax error inside an event of a JSON body, or of
+// the single event of /v1/track) is answered as a whole (400 with the
+// offset), not as a rejected event.
 func (s *Server) add(b *event.Batch, items [][]byte, body []byte, f event.Format) *httpError {
-	check := false
 	for _, raw := range items {
-		if event.HidesBodyError(b.Add(raw), f) {
-			check = true
-		}
-	}
-	if check {
-		if _, err := event.Split(body, f, s.cfg.MaxEvents); err != nil {
+		if err := event.BodyFault(body, raw, f, b.Add(raw)); err != nil {
 			return bodyError(err)
 		}
 	}
