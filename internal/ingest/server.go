@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -407,9 +408,9 @@ func (s *Server) write(w http.ResponseWriter, parent context.Context, recs []eve
 	case errors.Is(err, ErrSinkFull):
 		kind, msg = "full", "inlet is at capacity; retry later"
 		// Which room ran out (the spool, the producer's buffer), as the
-		// sink said after ErrSinkFull.
-		if cause := strings.Trim(strings.Replace(err.Error(), ErrSinkFull.Error(), "", 1), ": "); cause != "" {
-			msg = "inlet is at capacity (" + cause + "); retry later"
+		// sink said beside ErrSinkFull.
+		if cause := fullCause(err); cause != nil {
+			msg = "inlet is at capacity (" + cause.Error() + "); retry later"
 		}
 	// Kafka refused a record for good. The request is not a transaction:
 	// its other events may be stored, so it must not be sent again as is.
@@ -430,6 +431,26 @@ func (s *Server) write(w http.ResponseWriter, parent context.Context, recs []eve
 	herr.retry = status == http.StatusServiceUnavailable
 	s.writeError(w, herr)
 	return false, done
+}
+
+// fullCause is the error a sink wrapped beside ErrSinkFull (as in
+// fmt.Errorf("%w: %w", ErrSinkFull, cause)) somewhere in err, or nil.
+func fullCause(err error) error {
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return fullCause(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		es := u.Unwrap()
+		if i := slices.Index(es, ErrSinkFull); i >= 0 {
+			return errors.Join(append(es[:i:i], es[i+1:]...)...)
+		}
+		for _, e := range es {
+			if c := fullCause(e); c != nil {
+				return c
+			}
+		}
+	}
+	return nil
 }
 
 // detached is r's context, but one that the client going away does not
