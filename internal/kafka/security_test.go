@@ -24,6 +24,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 // writeCert writes a self-signed ECDSA certificate valid from notBefore to
@@ -128,7 +130,7 @@ func TestSecurityValidate(t *testing.T) {
 		}
 		// A producer's config refuses it too.
 		cfg := DefaultConfig()
-		cfg.Brokers = []string{"127.0.0.1:1"}
+		cfg.Brokers = []string{testkit.FreeAddr(t)}
 		cfg.Security = tc.s
 		if _, perr := NewProducer(cfg, slog.New(slog.DiscardHandler), nil); perr == nil {
 			t.Errorf("%s: NewProducer accepted it", tc.name)
