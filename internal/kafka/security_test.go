@@ -261,12 +261,13 @@ func TestKgoConnErrorText(t *testing.T) {
 
 // listen serves each connection to a local address with serve, until the
 // test ends.
-func listen(t *testing.T, serve func(net.Conn)) string {
+func listen(tb testing.TB, serve func(net.Conn)) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	tb.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
