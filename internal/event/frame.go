@@ -235,11 +235,11 @@ func BodyFault(body, item []byte, f Format, bad *Invalid) error {
 	if b := bytes.TrimPrefix(body, []byte(bom)); b[firstNonSpace(b)] == '{' {
 		prefix = `{"":[`
 	}
-	w := append(append([]byte(prefix), body[at:at+len(item)+1]...), ' ')
+	w := append(append([]byte(prefix), body[at:min(at+len(item)+1, len(body))]...), ' ')
 	var v json.RawMessage
 	var se *json.SyntaxError
 	if !errors.As(json.Unmarshal(w, &v), &se) || se.Offset == int64(len(w)) || json.Valid(item) {
-		return nil // (valid alone: nested past encoding/json's limit in the body only, which it does not refuse)
+		return nil // valid alone, it nests past encoding/json's limit only within the body, which a reading event by event lets through
 	}
 	return malformedAt(int64(at-len(prefix))+se.Offset-1, se)
 }
