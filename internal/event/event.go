@@ -2,7 +2,7 @@
 // send, validates each event, enriches it with what the server knows, and
 // encodes it as the Kafka record that is delivered.
 //
-// The hot path reads each event once: Frame cuts a body into its events,
+// Each event is read once: Frame cuts a body into its events,
 // and a Batch validates each event and re-emits it, compacted, strings and
 // numbers as sent, with the enrichment appended, in one pass of a jsontext
 // decoder (Batch.Add, Batch.Build). Events are strict JSON: field names
