@@ -44,27 +44,6 @@ func runClients(ctx context.Context, args []string, env Env) error {
 	}
 }
 
-// parseFlagsArgs is parseFlags for commands with positional arguments,
-// which may come before, between or after the flags; it returns them.
-func parseFlagsArgs(fs *flag.FlagSet, args []string, env Env) ([]string, error) {
-	if err := parseFlags(fs, nil, env); err != nil { // the environment
-		return nil, err
-	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, errUsage
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
-	}
-}
-
 // oneName checks that exactly one NAME was given.
 func oneName(fs *flag.FlagSet, pos []string, file string) (string, error) {
 	switch {
@@ -90,7 +69,7 @@ func runClientsAdd(args []string, env Env) error {
 	fs.Float64Var(&c.Rate, "rate", 0, "events (or catalog calls) per second the client may send; 0: no limit")
 	fs.IntVar(&c.Burst, "burst", 0, "how many events may come at once over --rate (0: the rate, at least 1)")
 	fs.BoolVar(&c.Admin, "admin", false, "the client may change the catalog (Upsert, Block) and, with --auth, watch the live events page (/ui), which shows user data")
-	pos, err := parseFlagsArgs(fs, args, env)
+	pos, err := parseArgs(fs, args, env)
 	if err != nil {
 		return err
 	}
@@ -158,7 +137,7 @@ func runClientsRemove(args []string, env Env) error {
 	var file string
 	fs := newFlags("clients remove", env)
 	fs.StringVar(&file, "file", "", "the clients `FILE`")
-	pos, err := parseFlagsArgs(fs, args, env)
+	pos, err := parseArgs(fs, args, env)
 	if err != nil {
 		return err
 	}

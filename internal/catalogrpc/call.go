@@ -126,14 +126,29 @@ func catalogFailure(ctx context.Context, err error, k catalog.Key) *callError {
 		return failf(codes.Canceled, "canceled")
 	case errors.Is(err, catalog.ErrNotFound):
 		return failf(codes.NotFound, "not found: the catalog has no event type %s in group %s", event.Quote(k.Name), event.Quote(k.Group))
-	case errors.Is(err, catalog.ErrInvalid):
-		return failf(codes.InvalidArgument, "invalid argument: %v", err)
-	case errors.Is(err, catalog.ErrUnavailable):
-		return failf(codes.Unavailable, "unavailable: %v; retry", err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return failf(codes.DeadlineExceeded, "deadline exceeded: %v", err)
 	}
+	for _, m := range catalogCodes {
+		if errors.Is(err, m.err) {
+			return failf(m.code, "%s: %v%s", m.what, err, m.hint)
+		}
+	}
 	return failf(codes.Internal, "internal: %v", err)
+}
+
+// catalogCodes is the one mapping between the catalog's errors and the
+// codes both front ends answer them with (Thrift's CatalogError uses the
+// same numbers): the server answers a catalog error with its code, and
+// Client turns the code back into the catalog error.
+var catalogCodes = []struct {
+	err        error
+	code       codes.Code
+	what, hint string // the answer's prefix, and what it ends with
+}{
+	{catalog.ErrNotFound, codes.NotFound, "not found", ""},
+	{catalog.ErrInvalid, codes.InvalidArgument, "invalid argument", ""},
+	{catalog.ErrUnavailable, codes.Unavailable, "unavailable", "; retry"},
 }
 
 // callCtx bounds the work of one call by CallTimeout.

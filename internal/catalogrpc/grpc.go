@@ -201,6 +201,16 @@ var pbStatuses = map[catalog.Status]catalogv1.Status{
 	catalog.StatusBlocked:  catalogv1.Status_STATUS_BLOCKED,
 }
 
+// fromPBStatus is the inverse of pbStatuses: "" for none of them.
+func fromPBStatus(pb catalogv1.Status) catalog.Status {
+	for st, v := range pbStatuses {
+		if v == pb {
+			return st
+		}
+	}
+	return ""
+}
+
 func pbEntry(e catalog.Entry) *catalogv1.Entry {
 	return &catalogv1.Entry{
 		Group:         e.Group,
@@ -236,17 +246,11 @@ func (g grpcCatalog) List(ctx context.Context, rq *catalogv1.ListRequest) (*cata
 
 func (g grpcCatalog) Upsert(ctx context.Context, rq *catalogv1.UpsertRequest) (*catalogv1.UpsertResponse, error) {
 	u := upsert{key: catalog.Key{Group: rq.GetGroup(), Name: rq.GetName()}, displayName: rq.DisplayName, schema: rq.Schema}
-	switch rq.GetStatus() {
-	case catalogv1.Status_STATUS_UNSPECIFIED:
-	case catalogv1.Status_STATUS_PLANNED:
-		u.status = catalog.StatusPlanned
-	case catalogv1.Status_STATUS_OBSERVED:
-		u.status = catalog.StatusObserved
-	case catalogv1.Status_STATUS_BLOCKED:
-		u.status = catalog.StatusBlocked
-	default:
-		n := int32(rq.GetStatus())
-		u.badStatus = &n
+	if pb := rq.GetStatus(); pb != catalogv1.Status_STATUS_UNSPECIFIED {
+		if u.status = fromPBStatus(pb); u.status == "" {
+			n := int32(pb)
+			u.badStatus = &n
+		}
 	}
 	e, p, err := g.s.upsert(ctx, pbCreds(rq.GetAuth()), u)
 	if err != nil {

@@ -60,6 +60,10 @@ type Gateway struct {
 	grpcLn       net.Listener
 	thriftLn     net.Listener
 
+	// catalogOnly is `inlet catalog serve` (StartCatalog): the catalog's
+	// RPC servers alone.
+	catalogOnly bool
+
 	stopping     atomic.Bool
 	shutdownOnce atomic.Bool
 	served       chan error
@@ -351,7 +355,8 @@ func (g *Gateway) BrokerAddr() string {
 }
 
 // Done is closed when the HTTP server stops; it carries the error that
-// stopped it, if any.
+// stopped it, if any. Of StartCatalog's, it carries the error of the first
+// server that failed.
 func (g *Gateway) Done() <-chan error { return g.served }
 
 // Shutdown stops the gateway within ctx, in the reverse order of Start:
