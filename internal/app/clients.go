@@ -5,10 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/cliflag"
@@ -103,34 +99,7 @@ func runClientsList(args []string, env Env) error {
 	if err != nil {
 		return fmt.Errorf("clients list: %w", err)
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tGROUPS\tDEFAULT GROUP\tRATE\tBURST\tADMIN\tCREATED")
-	for _, c := range cs {
-		groups, rate, burst := strings.Join(c.Groups, ","), "-", "-"
-		if groups == "" {
-			groups = "*"
-		}
-		if c.Rate > 0 {
-			rate = strconv.FormatFloat(c.Rate, 'g', -1, 64) + "/s"
-			burst = strconv.Itoa(c.Burst)
-			if c.Burst == 0 {
-				burst = "auto"
-			}
-		}
-		created := "-"
-		if !c.Created.IsZero() {
-			created = c.Created.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", c.ID, groups, orDash(c.DefaultGroup), rate, burst, c.Admin, created)
-	}
-	return tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return auth.PrintClients(env.Stdout, cs)
 }
 
 func runClientsRemove(args []string, env Env) error {

@@ -132,6 +132,6 @@ func fromPB(e *catalogv1.Entry) catalog.Entry {
 	if e.GetSchema() != "" {
 		out.Schema = json.RawMessage(e.GetSchema())
 	}
-	out.Status = fromPBStatus(e.GetStatus())
+	out.Status = statusOf(pbStatuses, e.GetStatus())
 	return out
 }

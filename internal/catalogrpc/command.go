@@ -136,16 +136,6 @@ var (
 	_ access = direct{}
 )
 
-// Change is what `inlet catalog set` changes: nil fields keep their value
-// (are empty in a new entry), status "" keeps the status (planned in a new
-// entry). A schema of "" removes it.
-type Change struct {
-	Key         catalog.Key
-	DisplayName *string
-	Schema      *string
-	Status      catalog.Status
-}
-
 type command struct {
 	cfg    CommandConfig
 	a      access
@@ -426,29 +416,7 @@ func (d direct) Each(ctx context.Context, group string, page int, each func(cata
 }
 
 func (d direct) Set(ctx context.Context, u Change) (catalog.Entry, error) {
-	if err := catalog.ValidateKey(u.Key); err != nil {
-		return catalog.Entry{}, err
-	}
-	e, err := d.cat.Get(ctx, u.Key)
-	switch {
-	case errors.Is(err, catalog.ErrNotFound):
-		e = catalog.Entry{Group: u.Key.Group, Name: u.Key.Name, Status: catalog.StatusPlanned}
-	case err != nil:
-		return e, err
-	}
-	if u.DisplayName != nil {
-		e.DisplayName = *u.DisplayName
-	}
-	if u.Schema != nil {
-		e.Schema = nil
-		if *u.Schema != "" {
-			e.Schema = json.RawMessage(*u.Schema)
-		}
-	}
-	if u.Status != "" {
-		e.Status = u.Status
-	}
-	return d.cat.Upsert(ctx, e)
+	return d.cat.Update(ctx, u.Key, u.apply)
 }
 
 func (d direct) Close() error { return d.cat.Close() }

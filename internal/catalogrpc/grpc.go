@@ -201,16 +201,6 @@ var pbStatuses = map[catalog.Status]catalogv1.Status{
 	catalog.StatusBlocked:  catalogv1.Status_STATUS_BLOCKED,
 }
 
-// fromPBStatus is the inverse of pbStatuses: "" for none of them.
-func fromPBStatus(pb catalogv1.Status) catalog.Status {
-	for st, v := range pbStatuses {
-		if v == pb {
-			return st
-		}
-	}
-	return ""
-}
-
 func pbEntry(e catalog.Entry) *catalogv1.Entry {
 	return &catalogv1.Entry{
 		Group:         e.Group,
@@ -245,9 +235,9 @@ func (g grpcCatalog) List(ctx context.Context, rq *catalogv1.ListRequest) (*cata
 }
 
 func (g grpcCatalog) Upsert(ctx context.Context, rq *catalogv1.UpsertRequest) (*catalogv1.UpsertResponse, error) {
-	u := upsert{key: catalog.Key{Group: rq.GetGroup(), Name: rq.GetName()}, displayName: rq.DisplayName, schema: rq.Schema}
+	u := upsert{Change: Change{Key: catalog.Key{Group: rq.GetGroup(), Name: rq.GetName()}, DisplayName: rq.DisplayName, Schema: rq.Schema}}
 	if pb := rq.GetStatus(); pb != catalogv1.Status_STATUS_UNSPECIFIED {
-		if u.status = fromPBStatus(pb); u.status == "" {
+		if u.Status = statusOf(pbStatuses, pb); u.Status == "" {
 			n := int32(pb)
 			u.badStatus = &n
 		}
