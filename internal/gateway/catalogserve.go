@@ -103,14 +103,14 @@ func StartCatalog(cfg CatalogConfig, log *slog.Logger) (g *Gateway, err error) {
 	gc.Catalog.Path = filepath.Join(cfg.DataDir, "catalog.db")
 	gc.CatalogRPC.Budget = membudget.NewShared(cfg.MaxInflightBytes, cfg.MaxInflightBytes/membudget.ConnShareDivisor)
 	g = &Gateway{cfg: gc, log: log, lc: lifecycle{log: log}, served: make(chan error, 1), catalogOnly: true}
+	started := g // the returns below set g to nil
 	defer func() {
 		if err != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 			defer cancel()
-			if serr := g.lc.stop(ctx); serr != nil {
+			if serr := started.lc.stop(ctx); serr != nil {
 				log.Warn("stopping after a failed start", "err", serr)
 			}
-			g = nil
 		}
 	}()
 	g.reg = prometheus.NewRegistry()

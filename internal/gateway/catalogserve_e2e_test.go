@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -300,4 +301,35 @@ func TestCatalogServeFlags(t *testing.T) {
 			t.Errorf("%s: %v, want the flag refused as not defined", f, err)
 		}
 	}
+}
+
+// TestCatalogServeFailedStart: a listen address in use fails the start,
+// and what had started is stopped: the embedded store's file lock is free
+// for the next open.
+func TestCatalogServeFailedStart(t *testing.T) {
+	dir := t.TempDir()
+	clients := filepath.Join(dir, "clients.json")
+	if _, err := auth.AddClient(clients, auth.Client{ID: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	g, err := gateway.StartCatalog(parseCatalog(t, "--clients", clients, "--data-dir", dir, "--grpc-listen", busy.Addr().String()), testkit.Logger(t))
+	if err == nil {
+		g.Shutdown(context.Background())
+		t.Fatal("started on a listen address in use")
+	}
+	if !strings.Contains(err.Error(), "--grpc-listen") {
+		t.Errorf("error %v: want it to name --grpc-listen", err)
+	}
+	cfg := catalog.DefaultConfig()
+	cfg.Store, cfg.Path = catalog.StoreEmbedded, filepath.Join(dir, "catalog.db")
+	cat, err := catalog.Open(cfg, testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatalf("the store after a failed start: %v", err)
+	}
+	cat.Close()
 }
