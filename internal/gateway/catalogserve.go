@@ -69,22 +69,25 @@ func (c *CatalogConfig) RegisterFlags(fs *flag.FlagSet) {
 
 // Validate reports the first bad setting, before anything is opened.
 func (c *CatalogConfig) Validate() error {
-	if c.Auth.ClientsFile == "" {
+	switch {
+	case c.Auth.ClientsFile == "":
 		return errors.New("catalog serve: --clients FILE is needed: every call carries client credentials (make the file with `inlet clients add --file FILE NAME`)")
-	}
-	if !c.RPC.Enabled() {
+	case !c.RPC.Enabled():
 		return errors.New("catalog serve: give --grpc-listen ADDR, --thrift-listen ADDR or both")
-	}
-	if c.ShutdownTimeout <= 0 {
+	case c.ShutdownTimeout <= 0:
 		return errors.New("catalog serve: --shutdown-timeout must be positive")
 	}
-	if err := c.Catalog.Validate(); err != nil {
-		return err
-	}
-	if err := c.Auth.Validate(); err != nil {
-		return err
-	}
-	return c.RPC.Validate()
+	gc := c.gateway()
+	return gc.validateCatalog()
+}
+
+// gateway is c as the gateway's Config of its parts.
+func (c *CatalogConfig) gateway() Config {
+	gc := Config{Catalog: c.Catalog, Auth: c.Auth, CatalogRPC: c.RPC, RedisAddr: c.RedisAddr, DataDir: c.DataDir, ShutdownTimeout: c.ShutdownTimeout}
+	gc.Catalog.RedisAddr = c.RedisAddr
+	gc.Catalog.Path = filepath.Join(c.DataDir, "catalog.db")
+	gc.CatalogRPC.Budget = membudget.NewShared(c.MaxInflightBytes, c.MaxInflightBytes/membudget.ConnShareDivisor)
+	return gc
 }
 
 // StartCatalog starts `inlet catalog serve` on the gateway's lifecycle:
@@ -98,21 +101,8 @@ func StartCatalog(cfg CatalogConfig, log *slog.Logger) (g *Gateway, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	gc := Config{Catalog: cfg.Catalog, Auth: cfg.Auth, CatalogRPC: cfg.RPC, RedisAddr: cfg.RedisAddr, DataDir: cfg.DataDir, ShutdownTimeout: cfg.ShutdownTimeout}
-	gc.Catalog.RedisAddr = cfg.RedisAddr
-	gc.Catalog.Path = filepath.Join(cfg.DataDir, "catalog.db")
-	gc.CatalogRPC.Budget = membudget.NewShared(cfg.MaxInflightBytes, cfg.MaxInflightBytes/membudget.ConnShareDivisor)
-	g = &Gateway{cfg: gc, log: log, lc: lifecycle{log: log}, served: make(chan error, 1), catalogOnly: true}
-	started := g // the returns below set g to nil
-	defer func() {
-		if err != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-			defer cancel()
-			if serr := started.lc.stop(ctx); serr != nil {
-				log.Warn("stopping after a failed start", "err", serr)
-			}
-		}
-	}()
+	g = &Gateway{cfg: cfg.gateway(), log: log, lc: lifecycle{log: log}, served: make(chan error, 1), catalogOnly: true}
+	defer g.undoFailedStart(&err)
 	g.reg = prometheus.NewRegistry()
 	g.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	if _, err := g.startCatalog(); err != nil {
