@@ -96,7 +96,8 @@ func (c *CatalogConfig) gateway() Config {
 // Shutdown stops them in the reverse order, calls in flight finishing
 // within ShutdownTimeout. Done carries the error of a server that failed:
 // the servers are all it does, so the caller stops. If a step fails,
-// StartCatalog stops what it started and returns the error.
+// StartCatalog stops what it started and returns the error. Of the
+// Gateway's methods, only GRPCAddr, ThriftAddr, Done and Shutdown apply.
 func StartCatalog(cfg CatalogConfig, log *slog.Logger) (g *Gateway, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
