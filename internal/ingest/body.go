@@ -313,9 +313,7 @@ func readAll(src io.Reader, limit, want int64, hold *membudget.Hold) ([]byte, er
 // Read only notes when a byte came; the timer, when it goes off, sets
 // itself again for the rest of d if one came since. So nothing but the
 // timer's own callback sets it after watchIdle, and stop, under mu with
-// the callback, knows whether one can still run: if none can, the reader
-// and its timer are used again (one per request would cost four
-// allocations).
+// the callback, knows whether one can still run.
 type idleReader struct {
 	r     io.Reader
 	t     *time.Timer
@@ -328,25 +326,15 @@ type idleReader struct {
 	whole bool // the body was read to its end
 }
 
-var (
-	idleReaders sync.Pool // stopped *idleReader
-	idleBase    = time.Now()
-)
+var idleBase = time.Now()
 
 func watchIdle(w http.ResponseWriter, r io.Reader, d time.Duration) *idleReader {
-	ir, _ := idleReaders.Get().(*idleReader)
-	if ir == nil {
-		ir = new(idleReader)
-		ir.t = time.AfterFunc(time.Hour, ir.fire)
-		ir.t.Stop()
-	}
-	ir.mu.Lock()
-	ir.w, ir.done = w, false
-	ir.mu.Unlock()
-	ir.r, ir.whole = r, false
+	ir := &idleReader{r: r, w: w}
 	ir.d.Store(int64(d))
 	ir.last.Store(int64(time.Since(idleBase)))
-	ir.t.Reset(d)
+	ir.mu.Lock() // the callback reads t under mu
+	ir.t = time.AfterFunc(d, ir.fire)
+	ir.mu.Unlock()
 	return ir
 }
 
@@ -386,18 +374,10 @@ func (ir *idleReader) Read(p []byte) (int, error) {
 func (ir *idleReader) stop() {
 	ir.mu.Lock()
 	ir.done = true
-	// Stopped while set: no callback waits for mu (one runs only once
-	// the timer went off, and only a callback sets it again).
-	reuse := ir.t.Stop()
-	if !reuse && ir.fired.Load() && ir.whole {
+	if !ir.t.Stop() && ir.fired.Load() && ir.whole {
 		_ = http.NewResponseController(ir.w).SetReadDeadline(time.Time{})
 	}
-	ir.w = nil
 	ir.mu.Unlock()
-	ir.r = nil
-	if reuse {
-		idleReaders.Put(ir)
-	}
 }
 
 // rootWriter is the ResponseWriter net/http gave the handler, under every
