@@ -48,6 +48,7 @@ func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
 		// rather than a new goroutine each, whose stack grows on every
 		// call; when all are busy (a call waiting on the store), a call
 		// gets a goroutine of its own as before.
+		// Gain: 104-132 → 96-109 µs of CPU per call alone, 90-96 with the two below (BenchmarkGRPCDataType, 437d453).
 		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
 		// A connection's write buffer is taken from a pool for each write
 		// rather than kept: idle connections hold none.
