@@ -37,6 +37,12 @@ func FuzzSplitParse(f *testing.F) {
 	f.Add([]byte(`{"event":"a","context":{"group":"g","GROUP":1,"x":{"group":2}}}`), true)
 	f.Add([]byte(`{"event":"a","props":{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}`), false)
 	f.Add([]byte(` { "batch" : [ {"event":"a", "uid":"", "anon_id":null, "ts":null} ] } `), false)
+	// Faults inside an event, which BodyFault finds: a literal and a number
+	// cut by their delimiter, an object's, a string's, the end of a single
+	// event.
+	f.Add([]byte(`[{"event":"a"},tru, 1x]`), false)
+	f.Add([]byte("\xef\xbb\xbf{\"batch\":[{\"event\":\"a\",\"props\":{\"k\":}},{\"event\":\"\x01\"}]}"), false)
+	f.Add([]byte(`{"event":"a","props":{"k":1}`), false)
 
 	meta := event.Meta{ReceivedAt: fuzzNow, IP: "192.0.2.7", UA: "fuzz", Client: "c"}
 	f.Fuzz(func(t *testing.T, body []byte, ndjson bool) {
