@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,22 +83,7 @@ func startCatalogServer(t *testing.T, transport string) *catalogServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.grpcAddr, s.thriftAddr = gl.Addr().String(), tl.Addr().String()
-	go srv.ServeGRPC(gl)
-	go srv.ServeThrift(tl)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
+	s.grpcAddr, s.thriftAddr = testkit.ServeTwo(t, srv.ServeGRPC, srv.ServeThrift, srv.Shutdown)
 	return s
 }
 
@@ -272,9 +256,7 @@ func TestCatalogCommandsBadInput(t *testing.T) {
 // an admin, and no server give their one-line errors.
 func TestCatalogCommandsOverAddrErrors(t *testing.T) {
 	s := startCatalogServer(t, "")
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	gone := l.Addr().String()
-	l.Close()
+	gone := testkit.FreeAddr(t)
 	for _, c := range []struct {
 		vars map[string]string
 		args []string

@@ -3,7 +3,6 @@ package catalogrpc
 import (
 	"context"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -285,7 +284,6 @@ type testServer struct {
 	reg        *prometheus.Registry
 	grpcAddr   string
 	thriftAddr string
-	done       chan error
 }
 
 func startServer(t *testing.T, mutate func(*Config)) *testServer {
@@ -294,38 +292,13 @@ func startServer(t *testing.T, mutate func(*Config)) *testServer {
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	ts := &testServer{cat: newFakeCatalog(), au: newFakeAuth(testClients()...), reg: prometheus.NewRegistry(), done: make(chan error, 2)}
+	ts := &testServer{cat: newFakeCatalog(), au: newFakeAuth(testClients()...), reg: prometheus.NewRegistry()}
 	s, err := New(ts.cat, ts.au, cfg, testkit.Logger(t), ts.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts.Server = s
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts.grpcAddr, ts.thriftAddr = gl.Addr().String(), tl.Addr().String()
-	go func() { ts.done <- s.ServeGRPC(gl) }()
-	go func() { ts.done <- s.ServeThrift(tl) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-		for range 2 {
-			select {
-			case err := <-ts.done:
-				if err != nil {
-					t.Errorf("serve: %v", err)
-				}
-			case <-time.After(5 * time.Second):
-				t.Error("a Serve did not return after Shutdown")
-			}
-		}
-	})
+	ts.grpcAddr, ts.thriftAddr = testkit.ServeTwo(t, s.ServeGRPC, s.ServeThrift, s.Shutdown)
 	return ts
 }
 

@@ -2,9 +2,7 @@ package catalogrpc
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,35 +90,13 @@ func realServer(t *testing.T, dir string, cfg Config) (s *Server, grpcAddr, thri
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { cat.Close() })
 	s, err = New(cat, au, cfg, testkit.Logger(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tl, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 2)
-	go func() { done <- s.ServeGRPC(gl) }()
-	go func() { done <- s.ServeThrift(tl) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := s.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		for range 2 {
-			if err := <-done; err != nil {
-				t.Errorf("serve: %v", err)
-			}
-		}
-		cat.Close()
-	})
-	return s, gl.Addr().String(), tl.Addr().String()
+	grpcAddr, thriftAddr = testkit.ServeTwo(t, s.ServeGRPC, s.ServeThrift, s.Shutdown)
+	return s, grpcAddr, thriftAddr
 }
 
 // addClient adds client id to dir/clients.json and returns its secret.

@@ -1,9 +1,7 @@
 package catalogrpc
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -162,14 +160,7 @@ func startReal(t *testing.T, acfg auth.Config, dir string) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gl, _ := net.Listen("tcp", "127.0.0.1:0")
-	tl, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.ServeGRPC(gl)
-	go s.ServeThrift(tl)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return &testServer{grpcAddr: gl.Addr().String(), thriftAddr: tl.Addr().String()}
+	ts := &testServer{}
+	ts.grpcAddr, ts.thriftAddr = testkit.ServeTwo(t, s.ServeGRPC, s.ServeThrift, s.Shutdown)
+	return ts
 }
