@@ -302,11 +302,11 @@ func TestRunFailsFast(t *testing.T) {
 	if err := Run(ctx, Config{Service: "x"}, Echo(0, 0)); err == nil || !strings.Contains(err.Error(), "no brokers") {
 		t.Errorf("no brokers: %v", err)
 	}
-	if err := Run(ctx, Config{Brokers: []string{"127.0.0.1:9"}, Service: "x"}, nil); err == nil {
+	if err := Run(ctx, Config{Brokers: []string{testkit.FreeAddr(t)}, Service: "x"}, nil); err == nil {
 		t.Error("nil handler accepted")
 	}
 	brokers := testkit.Brokers(t)
-	err := Run(ctx, Config{Brokers: brokers, Service: "x", RedisAddr: "127.0.0.1:9"}, Echo(0, 0))
+	err := Run(ctx, Config{Brokers: brokers, Service: "x", RedisAddr: testkit.FreeAddr(t)}, Echo(0, 0))
 	if err == nil || !strings.Contains(err.Error(), "pinging redis") {
 		t.Errorf("unreachable Redis: %v", err)
 	}
