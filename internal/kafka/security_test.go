@@ -2,19 +2,13 @@ package kafka
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -28,49 +22,19 @@ import (
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
-// writeCert writes a self-signed ECDSA certificate valid from notBefore to
-// notAfter and its PKCS#8 key to dir, returning their paths.
-func writeCert(t *testing.T, dir, name string, notBefore, notAfter time.Time) (certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: notBefore, NotAfter: notAfter,
-		IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return certFile, keyFile
-}
-
 const secret = "s3cr3t-Pa55w0rd-xyzzy"
 
 func TestSecurityValidate(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	now := time.Now()
-	cert, key := writeCert(t, dir, "good", now.Add(-time.Hour), now.Add(time.Hour))
-	oldCert, oldKey := writeCert(t, dir, "old", now.Add(-48*time.Hour), now.Add(-24*time.Hour))
-	_, otherKey := writeCert(t, dir, "other", now.Add(-time.Hour), now.Add(time.Hour))
+	ca := testkit.NewCA(t)
+	cert, key := filepath.Join(dir, "good.crt"), filepath.Join(dir, "good.key")
+	ca.ServerCert(t, cert, key, "good", time.Time{}, time.Time{})
+	oldCert, oldKey := filepath.Join(dir, "old.crt"), filepath.Join(dir, "old.key")
+	ca.ServerCert(t, oldCert, oldKey, "old", now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	otherKey := filepath.Join(dir, "other.key")
+	ca.ServerCert(t, filepath.Join(dir, "other.crt"), otherKey, "other", time.Time{}, time.Time{})
 	notPEM := filepath.Join(dir, "not.pem")
 	if err := os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -92,8 +56,8 @@ func TestSecurityValidate(t *testing.T) {
 	}{
 		{"zero", Security{}, ""},
 		{"tls only", Security{TLS: true}, ""},
-		{"ca", Security{CAFile: cert}, ""},
-		{"mtls", Security{CAFile: cert, CertFile: cert, KeyFile: key}, ""},
+		{"ca", Security{CAFile: ca.File}, ""},
+		{"mtls", Security{CAFile: ca.File, CertFile: cert, KeyFile: key}, ""},
 		{"scram", Security{SASL: "SCRAM-SHA-512", User: "u", Password: secret}, ""},
 		{"plain file", Security{SASL: "plain", User: "u", PasswordFile: pwFile}, ""},
 		{"cert without key", Security{CertFile: cert}, "--kafka-tls-cert needs --kafka-tls-key"},
