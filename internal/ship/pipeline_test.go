@@ -1,4 +1,4 @@
-package app
+package ship
 
 import (
 	"context"
@@ -71,13 +71,13 @@ func TestShipCheckpointWithBatchesInFlight(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "app.log")
 	appendTo(t, path, lines(0, 50))
-	cfg := parseShip(t, "--file", path, "--batch-size", "10", "--brokers", "127.0.0.1:1", "--topic", "t")
+	cfg := testConfig(func(c *Config) { c.File, c.BatchSize, c.Brokers, c.Topic = path, 10, []string{"127.0.0.1:1"}, "t" })
 	p := &fakePipe{}
 	cfg.testPipe = p
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := make(chan error, 1)
-	go func() { res <- Ship(ctx, cfg, nil, testkit.Logger(t)) }()
+	go func() { res <- Run(ctx, cfg, nil, testkit.Logger(t)) }()
 
 	pos := func() int64 { return readPos(t, cfg.Checkpoint).Offset }
 	after := func(n int) int64 { return int64(len(lines(0, n))) }
@@ -107,7 +107,7 @@ func TestShipCheckpointWithBatchesInFlight(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "the checkpoint at the end", func() bool { return pos() == after(50) })
 	cancel()
 	if err := <-res; err != nil {
-		t.Errorf("Ship: %v, want nil: every line acknowledged", err)
+		t.Errorf("Run: %v, want nil: every line acknowledged", err)
 	}
 	if p.resumes != 2 {
 		t.Errorf("%d resumes, want one per failure", p.resumes)
@@ -132,14 +132,14 @@ func TestShipBatchRefusedTooLarge(t *testing.T) {
 		}
 		return nil
 	}}
-	cfg := parseShip(t, "--batch-size", "10", "--brokers", "127.0.0.1:1", "--topic", "t")
+	cfg := testConfig(func(c *Config) { c.BatchSize, c.Brokers, c.Topic = 10, []string{"127.0.0.1:1"}, "t" })
 	cfg.testPipe = p
 	in := lines(0, 17) + "huge\n" + lines(17, 30)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := Ship(ctx, cfg, strings.NewReader(in), testkit.Logger(t))
+	err := Run(ctx, cfg, strings.NewReader(in), testkit.Logger(t))
 	if ctx.Err() != nil || err == nil || !strings.Contains(err.Error(), "1 of 31") || !strings.Contains(err.Error(), "1 rejected") {
-		t.Fatalf("Ship: %v; want it to end with the one line rejected", err)
+		t.Fatalf("Run: %v; want it to end with the one line rejected", err)
 	}
 	if len(landed) != 30 {
 		t.Fatalf("%d lines landed, want 30", len(landed))
