@@ -127,11 +127,12 @@ type Config[R any] struct {
 	// sent again one at a time, each alone in flight, and each refused
 	// with such an error is handed to Poison.
 	Permanent func(error) bool
-	// Poison takes a record refused for good with err (a dead-letter path)
-	// and returns once it is there; Settled follows. An error: the record
-	// is tried again later (a *StuckError: StateStuck). Nil Poison: the
-	// record is settled with err (dropped). ctx ends at Stop's deadline.
-	Poison func(ctx context.Context, r R, err error) error
+	// Poison takes b.Records[i], refused for good with err, to a
+	// dead-letter path and returns once it is there; Settled follows. An
+	// error: the record is tried again later (a *StuckError: StateStuck).
+	// Nil Poison: the record is settled with err (dropped). ctx ends at
+	// Stop's deadline.
+	Poison func(ctx context.Context, b Batch[R], i int, err error) error
 	// Dropped reports an answer that settles the batch anyway: the sink
 	// landed its records but some it refused for good, and counted them
 	// (Settled gets err).
@@ -312,7 +313,7 @@ func (e *Engine[R]) Run() error {
 		}
 		if f == nil {
 			if e.isolate { // a batch sent one record at a time is settled
-				e.isolate = false
+				e.isolate, e.attempts = false, 0
 				continue
 			}
 			return nil
@@ -552,7 +553,7 @@ func (e *Engine[R]) sendAlone() *failure {
 	}
 	defer e.set(func() { e.inflight = 0 })
 	e.set(func() { e.inflight = 1; e.setOldest(b.Time) })
-	for i, r := range b.Records {
+	for i := range b.Records {
 		if e.stopCtx.Err() != nil {
 			return nil
 		}
@@ -574,7 +575,7 @@ func (e *Engine[R]) sendAlone() *failure {
 		case e.cfg.Permanent == nil || !e.cfg.Permanent(err):
 			return &failure{err: err}
 		case e.cfg.Poison != nil:
-			if perr := e.cfg.Poison(e.runCtx, r, err); perr != nil {
+			if perr := e.cfg.Poison(e.runCtx, b, i, err); perr != nil {
 				if e.runCtx.Err() != nil {
 					return nil
 				}

@@ -173,16 +173,7 @@ func (k *sink) Send(ctx context.Context, recs []int) (relay.Pending, error) {
 			k.t.Errorf("send %d: records out of order: %v", len(k.sends), recs)
 		}
 	}
-	expect := k.lastSent + 1
-	for k.src.gaps[expect] {
-		expect++
-	}
-	if rewound, first := k.src.resend(); recs[0] != expect || rewound {
-		if recs[0] != first {
-			k.t.Errorf("send %d starts at %d after %d (rewound: %v); the first record not settled is %d",
-				len(k.sends), recs[0], k.lastSent, rewound, first)
-		}
-	}
+	k.checkStart(recs)
 	if k.alone {
 		k.t.Errorf("send %d (%v) while a record sent alone is in flight", len(k.sends), recs)
 	}
@@ -210,6 +201,21 @@ func (k *sink) Send(ctx context.Context, recs []int) (relay.Pending, error) {
 		k.refusing = true
 	}
 	return &pending{k: k, err: err, n: len(recs)}, nil
+}
+
+// checkStart checks that recs continue the batch sent before, or start at
+// the first record not settled after a Rewind.
+func (k *sink) checkStart(recs []int) {
+	expect := k.lastSent + 1
+	for k.src.gaps[expect] {
+		expect++
+	}
+	if rewound, first := k.src.resend(); recs[0] != expect || rewound {
+		if recs[0] != first {
+			k.t.Errorf("send %d starts at %d after %d (rewound: %v); the first record not settled is %d",
+				len(k.sends), recs[0], k.lastSent, rewound, first)
+		}
+	}
 }
 
 func (k *sink) resume() {
@@ -405,7 +411,8 @@ func TestIsolate(t *testing.T) {
 	var poisoned []int
 	var isolated []int
 	cfg.OnIsolate = func(n int, err error) { isolated = append(isolated, n) }
-	cfg.Poison = func(ctx context.Context, r int, err error) error {
+	cfg.Poison = func(ctx context.Context, b relay.Batch[int], i int, err error) error {
+		r := b.Records[i]
 		if !errors.Is(err, errRefused) {
 			t.Errorf("poisoned %d with %v", r, err)
 		}
@@ -469,8 +476,8 @@ func TestPoison(t *testing.T) {
 			var calls []int
 			if tc.poison {
 				fails := tc.fails
-				cfg.Poison = func(ctx context.Context, r int, err error) error {
-					calls = append(calls, r)
+				cfg.Poison = func(ctx context.Context, b relay.Batch[int], i int, err error) error {
+					calls = append(calls, b.Records[i])
 					if len(fails) > 0 {
 						err := fails[0]
 						fails = fails[1:]
