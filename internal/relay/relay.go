@@ -381,7 +381,7 @@ type flight[R any] struct {
 func (e *Engine[R]) epoch() *failure {
 	sendCtx, stopSending := context.WithCancel(e.stopCtx)
 	slots := make(chan struct{}, e.cfg.Windows)
-	flights := make(chan *flight[R], e.cfg.Windows)
+	flights := make(chan flight[R], e.cfg.Windows)
 	var srcErr error
 	senderDone := make(chan struct{})
 	go func() {
@@ -395,7 +395,7 @@ func (e *Engine[R]) epoch() *failure {
 		e.set(func() { e.inflight = 0 })
 	}()
 	for fl := range flights {
-		err := e.answer(fl)
+		err := e.answer(&fl)
 		if err == nil || e.cfg.Dropped != nil && e.cfg.Dropped(err) {
 			if !e.settle(fl.b, 0, len(fl.b.Records), err) {
 				return nil
@@ -451,7 +451,7 @@ func (e *Engine[R]) landed(err error, n int) int {
 // epoch in order, taking a slot for each. It stops when ctx ends, at the
 // source's error, or after a Send that failed: nothing newer may be sent
 // before that one.
-func (e *Engine[R]) send(ctx context.Context, slots chan<- struct{}, flights chan<- *flight[R]) error {
+func (e *Engine[R]) send(ctx context.Context, slots chan<- struct{}, flights chan<- flight[R]) error {
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -465,7 +465,7 @@ func (e *Engine[R]) send(ctx context.Context, slots chan<- struct{}, flights cha
 		if err != nil {
 			return err
 		}
-		fl := &flight[R]{b: b}
+		fl := flight[R]{b: b}
 		e.set(func() {
 			if e.inflight == 0 {
 				e.setOldest(b.Time)
