@@ -186,7 +186,7 @@ type Engine[R any] struct {
 
 	// Run's goroutine's own:
 	attempts int  // failures since a batch last landed
-	isolate  bool // the next batch is sent one record at a time
+	alone    int  // how many records from the first not settled are sent one at a time
 	failed   bool // an answer failed since the last Send: Resume first
 
 	oldest atomic.Int64 // unix ns of the oldest unsettled batch; 0 when none; written with mu held
@@ -279,7 +279,7 @@ func (e *Engine[R]) setOldest(t time.Time) {
 // failure is why sending stopped.
 type failure struct {
 	err     error
-	records int  // of the batch that failed
+	records int  // of the batch that failed, not landed
 	stuck   bool // the source's, or Poison's *StuckError
 	fatal   bool
 }
@@ -303,7 +303,8 @@ func (e *Engine[R]) Run() error {
 			}
 			rewind = false
 		}
-		if f == nil && e.isolate {
+		isolating := e.alone > 0
+		if f == nil && isolating {
 			f = e.sendAlone()
 		} else if f == nil {
 			f = e.epoch()
@@ -312,8 +313,8 @@ func (e *Engine[R]) Run() error {
 			return nil
 		}
 		if f == nil {
-			if e.isolate { // a batch sent one record at a time is settled
-				e.isolate, e.attempts = false, 0
+			if isolating { // records sent one at a time are settled: on with the rest
+				e.attempts, rewind = 0, true
 				continue
 			}
 			return nil
@@ -322,8 +323,8 @@ func (e *Engine[R]) Run() error {
 			return f.err
 		}
 		rewind = true
-		if !f.stuck && !e.isolate && e.cfg.Permanent != nil && e.cfg.Permanent(f.err) {
-			e.isolate = true
+		if !f.stuck && !isolating && e.cfg.Permanent != nil && e.cfg.Permanent(f.err) {
+			e.alone = f.records
 			if e.cfg.OnIsolate != nil {
 				e.cfg.OnIsolate(f.records, f.err)
 			}
@@ -381,7 +382,7 @@ type flight[R any] struct {
 func (e *Engine[R]) epoch() *failure {
 	sendCtx, stopSending := context.WithCancel(e.stopCtx)
 	slots := make(chan struct{}, e.cfg.Windows)
-	flights := make(chan *flight[R], e.cfg.Windows)
+	flights := make(chan flight[R], e.cfg.Windows)
 	var srcErr error
 	senderDone := make(chan struct{})
 	go func() {
@@ -395,7 +396,7 @@ func (e *Engine[R]) epoch() *failure {
 		e.set(func() { e.inflight = 0 })
 	}()
 	for fl := range flights {
-		err := e.answer(fl)
+		err := e.answer(&fl)
 		if err == nil || e.cfg.Dropped != nil && e.cfg.Dropped(err) {
 			if !e.settle(fl.b, 0, len(fl.b.Records), err) {
 				return nil
@@ -420,7 +421,8 @@ func (e *Engine[R]) epoch() *failure {
 		if e.cfg.OnFail != nil {
 			e.cfg.OnFail(err, len(fl.b.Records), e.attempts+1)
 		}
-		if n := e.landed(err, len(fl.b.Records)); n > 0 && !e.settle(fl.b, 0, n, nil) {
+		n := e.landed(err, len(fl.b.Records))
+		if n > 0 && !e.settle(fl.b, 0, n, nil) {
 			return nil
 		}
 		if e.cfg.Drain {
@@ -430,7 +432,7 @@ func (e *Engine[R]) epoch() *failure {
 				}
 			}
 		}
-		return &failure{err: err, records: len(fl.b.Records)}
+		return &failure{err: err, records: len(fl.b.Records) - n}
 	}
 	if srcErr != nil && !errors.Is(srcErr, io.EOF) {
 		return &failure{err: srcErr, stuck: true}
@@ -451,7 +453,7 @@ func (e *Engine[R]) landed(err error, n int) int {
 // epoch in order, taking a slot for each. It stops when ctx ends, at the
 // source's error, or after a Send that failed: nothing newer may be sent
 // before that one.
-func (e *Engine[R]) send(ctx context.Context, slots chan<- struct{}, flights chan<- *flight[R]) error {
+func (e *Engine[R]) send(ctx context.Context, slots chan<- struct{}, flights chan<- flight[R]) error {
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -465,7 +467,7 @@ func (e *Engine[R]) send(ctx context.Context, slots chan<- struct{}, flights cha
 		if err != nil {
 			return err
 		}
-		fl := &flight[R]{b: b}
+		fl := flight[R]{b: b}
 		e.set(func() {
 			if e.inflight == 0 {
 				e.setOldest(b.Time)
@@ -532,10 +534,11 @@ func (e *Engine[R]) settle(b Batch[R], from, to int, err error) bool {
 	return true
 }
 
-// sendAlone takes the next batch and sends its records one at a time, each
-// once the one before is settled; a record refused for good goes to
-// Poison. It returns nil once the batch is settled (or at Stop), else why
-// it stopped: the next try starts at the first record not settled.
+// sendAlone takes the next batch and sends its first records (up to
+// alone) one at a time, each once the one before is settled; a record
+// refused for good goes to Poison. It returns nil once they are settled (or
+// at a gap, or at Stop), else why it stopped: the next try starts at the
+// first record not settled.
 func (e *Engine[R]) sendAlone() *failure {
 	b, err := e.src.Next(e.stopCtx)
 	if e.stopCtx.Err() != nil {
@@ -548,12 +551,14 @@ func (e *Engine[R]) sendAlone() *failure {
 		if err == nil {
 			e.set(func() { e.inflight = 1 })
 			e.settle(b, 0, 0, nil)
+		} else {
+			e.alone = 0
 		}
 		return nil
 	}
 	defer e.set(func() { e.inflight = 0 })
 	e.set(func() { e.inflight = 1; e.setOldest(b.Time) })
-	for i := range b.Records {
+	for i := range b.Records[:min(e.alone, len(b.Records))] {
 		if e.stopCtx.Err() != nil {
 			return nil
 		}
@@ -586,6 +591,7 @@ func (e *Engine[R]) sendAlone() *failure {
 		if !e.settle(b, i, i+1, err) {
 			return nil
 		}
+		e.alone--
 	}
 	e.resume() // the last one's refusal must not fail the batches after
 	return nil

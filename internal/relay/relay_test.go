@@ -43,6 +43,8 @@ type source struct {
 	gaps map[int]bool
 	// readFails: Next fails this many times at this record.
 	readFails map[int]int
+	// grow: the first batch after a Rewind holds this many more records.
+	grow int
 
 	mu      sync.Mutex
 	next    int // what Next yields next
@@ -71,7 +73,11 @@ func (s *source) Next(ctx context.Context) (relay.Batch[int], error) {
 		return relay.Batch[int]{Meta: start}, nil
 	}
 	var recs []int
-	for s.next < s.n && len(recs) < s.size && !s.gaps[s.next] {
+	size := s.size
+	if s.rewound {
+		size += s.grow
+	}
+	for s.next < s.n && len(recs) < size && !s.gaps[s.next] {
 		recs = append(recs, s.next)
 		s.next++
 	}
@@ -393,11 +399,13 @@ func (n *noRefuse) Send(ctx context.Context, recs []int) (relay.Pending, error) 
 }
 
 // TestIsolate: a batch refused for good is sent again one record at a
-// time, alone in flight; the records refused alone go to Poison, in
-// order, and the rest land once.
+// time, alone in flight, and no more than its records (the batch read
+// again is larger); the records refused alone go to Poison, in order, and
+// the rest land once.
 func TestIsolate(t *testing.T) {
 	poison := map[int]bool{3: true, 17: true, 18: true, 40: true}
 	src := newSource(t, 60, 8)
+	src.grow = 5
 	snk := newSink(t, src)
 	snk.fail = func(_ int, recs []int) error {
 		for _, r := range recs {
@@ -432,8 +440,18 @@ func TestIsolate(t *testing.T) {
 	if !slices.Equal(poisoned, []int{3, 17, 18, 40}) {
 		t.Errorf("poisoned %v", poisoned)
 	}
-	if !slices.Equal(isolated, []int{8, 8, 8}) {
-		t.Errorf("isolated batches of %v records, want 3 of 8", isolated)
+	// 0-7 fail; 8-20 (read again after a Rewind: 13) fail; 34-41.
+	if !slices.Equal(isolated, []int{8, 13, 8}) {
+		t.Errorf("isolated batches of %v records, want 8, 13, 8", isolated)
+	}
+	alone := 0
+	for _, s := range snk.sends {
+		if len(s) == 1 {
+			alone++
+		}
+	}
+	if alone != 29 {
+		t.Errorf("%d records sent alone, want the 3 failed batches' 29", alone)
 	}
 	for r := range poison {
 		if !errors.Is(src.errs[r], errRefused) {
