@@ -10,41 +10,63 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/relay"
 	"github.com/inlet-dev/inlet/internal/testkit"
 	"github.com/inlet-dev/inlet/logship"
 )
 
-// fakePipe is a shipPipe whose sends wait until the test answers them.
+// fakePipe is a pipelining sink whose sends wait until the test answers
+// them.
 type fakePipe struct {
 	mu      sync.Mutex
-	sends   []fakeSend
+	sends   []*fakeSend
 	resumes int
-	// auto, if set, answers each send at once (and the send is not kept).
-	auto func(recs [][]byte) error
+	// auto, if set, answers each send at once (and the send is not kept);
+	// after it failed one, every send fails at once until Resume, as a
+	// KafkaSink refuses sends after a failure.
+	auto     func(recs [][]byte) error
+	refusing bool
 }
 
+// fakeSend is a send and its answer, err once done is closed.
 type fakeSend struct {
 	lines int
-	done  func(error)
+	done  chan struct{}
+	err   error
 }
 
-func (p *fakePipe) Send(_ context.Context, recs [][]byte, done func(error)) {
-	if p.auto != nil {
-		done(p.auto(recs))
-		return
+func (f *fakeSend) Wait(ctx context.Context) error {
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
+}
+
+func (p *fakePipe) Send(_ context.Context, recs [][]byte) (relay.Pending, error) {
+	f := &fakeSend{lines: len(recs), done: make(chan struct{})}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.sends = append(p.sends, fakeSend{len(recs), done})
+	if p.auto != nil {
+		if p.refusing {
+			return nil, errFakeDown
+		}
+		f.err = p.auto(recs)
+		p.refusing = f.err != nil
+		close(f.done)
+		return f, nil
+	}
+	p.sends = append(p.sends, f)
+	return f, nil
 }
 
 func (p *fakePipe) Resume() {
 	p.mu.Lock()
 	p.resumes++
+	p.refusing = false
 	p.mu.Unlock()
 }
-
-func (p *fakePipe) Close(context.Context) error { return nil }
 
 func (p *fakePipe) count() int {
 	p.mu.Lock()
@@ -55,9 +77,10 @@ func (p *fakePipe) count() int {
 // answer answers send i (in the order sent) with err.
 func (p *fakePipe) answer(i int, err error) {
 	p.mu.Lock()
-	done := p.sends[i].done
+	f := p.sends[i]
 	p.mu.Unlock()
-	done(err)
+	f.err = err
+	close(f.done)
 }
 
 var errFakeDown = errors.New("fake pipe down")
@@ -73,7 +96,7 @@ func TestShipCheckpointWithBatchesInFlight(t *testing.T) {
 	appendTo(t, path, lines(0, 50))
 	cfg := testConfig(func(c *Config) { c.File, c.BatchSize, c.Brokers, c.Topic = path, 10, []string{"127.0.0.1:1"}, "t" })
 	p := &fakePipe{}
-	cfg.testPipe = p
+	cfg.testSink, cfg.testResume = p, p.Resume
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := make(chan error, 1)
@@ -133,7 +156,7 @@ func TestShipBatchRefusedTooLarge(t *testing.T) {
 		return nil
 	}}
 	cfg := testConfig(func(c *Config) { c.BatchSize, c.Brokers, c.Topic = 10, []string{"127.0.0.1:1"}, "t" })
-	cfg.testPipe = p
+	cfg.testSink, cfg.testResume = p, p.Resume
 	in := lines(0, 17) + "huge\n" + lines(17, 30)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

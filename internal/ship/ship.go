@@ -14,10 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/client"
 	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/relay"
 	"github.com/inlet-dev/inlet/logship"
 )
 
@@ -46,8 +50,9 @@ type Config struct {
 	// 0: Kafka's default): a line's event over it is rejected at once.
 	MaxMessageBytes int32
 	// Security is TLS and SASL to the brokers (without Target).
-	Security kafka.Security
-	testPipe sender // the tests' fault seam: sent to instead of a sink
+	Security   kafka.Security
+	testSink   relay.Sink[[]byte] // the tests' fault seam: sent to instead of a sink, pipelined
+	testResume func()
 }
 
 // DefaultConfig returns the defaults of `inlet ship`.
@@ -103,64 +108,49 @@ func (c Config) source() string {
 	return src
 }
 
-// sender is what Run sends batches to: several in flight at a time,
-// answered in order (logship.KafkaSink's Send and Resume, which document
-// the contract), or one at a time (oneBatch).
-type sender interface {
-	Send(ctx context.Context, records [][]byte, done func(error))
-	Resume()
-	Close(ctx context.Context) error
-}
-
-var _ sender = (*logship.KafkaSink)(nil)
-
-// oneBatch makes a sender of a logship.Sink: Send waits for Write, each
-// with its own timeout.
-type oneBatch struct {
-	logship.Sink
-	timeout time.Duration
-}
-
-func (o oneBatch) Send(ctx context.Context, records [][]byte, done func(error)) {
-	wctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	done(o.Write(wctx, records))
-}
-
-func (oneBatch) Resume() {}
-
-// flights is how many batches Run keeps in flight to Kafka: enough to
+// maxFlights is how many batches Run keeps in flight to Kafka: enough to
 // cover the round trips, and within what a KafkaSink buffers.
-const flights = 8
+const maxFlights = 8
 
-// pipe returns where Run sends, and how many batches it may keep in flight.
-func (c Config) sender(log *slog.Logger) (sender, int, error) {
-	if c.testPipe != nil {
-		return c.testPipe, flights, nil
+// sink returns where Run sends, with the engine's settings for it.
+func (c Config) sink(log *slog.Logger) (logship.Sink, relay.Sink[[]byte], relay.Config[[]byte], error) {
+	var s logship.Sink
+	var err error
+	switch {
+	case c.testSink != nil:
+	case c.Target != "":
+		opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: c.SendTimeout})}
+		if c.BearerToken != "" {
+			opts = append(opts, client.WithBearer(c.BearerToken))
+		}
+		var cl *client.Client
+		if cl, err = client.New(c.Target, opts...); err == nil {
+			s = logship.NewInletSink(cl)
+		}
+	default:
+		var sec []kgo.Opt
+		if sec, err = c.Security.Opts(log); err == nil {
+			s, err = logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic,
+				MaxMessageBytes: c.MaxMessageBytes, Opts: sec})
+		}
 	}
-	if c.Target != "" {
-		s, err := c.inletSink()
-		return oneBatch{s, c.SendTimeout}, 1, err
-	}
-	sec, err := c.Security.Opts(log)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, relay.Config[[]byte]{}, err
 	}
-	s, err := logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic,
-		MaxMessageBytes: c.MaxMessageBytes, Opts: sec})
-	return s, flights, err
-}
-
-func (c Config) inletSink() (logship.Sink, error) {
-	opts := []client.Option{client.WithHTTPClient(&http.Client{Timeout: c.SendTimeout})}
-	if c.BearerToken != "" {
-		opts = append(opts, client.WithBearer(c.BearerToken))
+	rs, cfg := logship.RelaySink(s, c.SendTimeout, c.BatchSize)
+	if c.testSink != nil {
+		rs, cfg.Windows, cfg.Resume = c.testSink, maxFlights, c.testResume
 	}
-	cl, err := client.New(c.Target, opts...)
-	if err != nil {
-		return nil, err
+	cfg.Windows = min(cfg.Windows, maxFlights)
+	cfg.MinBackoff = 100 * time.Millisecond
+	// Kafka's refusal for good of a batch (other than as too large, which
+	// is found line by line): sending it again cannot help, so ship stops,
+	// its checkpoint before the batch.
+	cfg.Fatal = func(err error) bool { return kafka.IsPermanent(err) && !errors.Is(err, logship.ErrTooLarge) }
+	cfg.OnFail = func(err error, lines, attempt int) {
+		log.Warn("ship: sending a batch failed; retrying", "lines", lines, "attempt", attempt, "err", err)
 	}
-	return logship.NewInletSink(cl), nil
+	return s, rs, cfg, nil
 }
 
 // record is one line read, encoded as an event, with the position after
@@ -178,308 +168,171 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, log *slog.Logger) err
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	pipe, maxFlights, err := cfg.sender(log)
+	s, rs, rcfg, err := cfg.sink(log)
 	if err != nil {
 		return fmt.Errorf("ship: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
-		defer cancel()
-		pipe.Close(cctx)
-	}()
+	if s != nil {
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
+			defer cancel()
+			s.Close(cctx)
+		}()
+	}
 	enc := newLineEncoder(cfg)
-	lines := make(chan record, 4*cfg.BatchSize)
+	src := &source{lines: make(chan record, 4*cfg.BatchSize), stop: make(chan struct{}),
+		batchSize: cfg.BatchSize, linger: cfg.Linger, log: log}
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	readErr := make(chan error, 1)
-	var cp *checkpoint
 	if cfg.File != "" {
-		cp = &checkpoint{path: cfg.Checkpoint}
-		start, err := cp.load()
+		src.cp = &checkpoint{path: cfg.Checkpoint}
+		start, err := src.cp.load()
 		if err != nil {
 			return err
 		}
 		f := &follower{path: cfg.File, poll: cfg.Poll, log: log}
-		go func() { readErr <- f.run(readCtx, start, enc, lines) }()
+		go func() { readErr <- f.run(readCtx, start, enc, src.lines) }()
 	} else {
-		go func() { readErr <- readLines(readCtx, stdin, enc, lines) }()
+		go func() { readErr <- readLines(readCtx, stdin, enc, src.lines) }()
 	}
-
-	var (
-		read, acked, rejected int64
-		batch                 []record
-		readDone              bool
-		linger                = time.NewTimer(time.Hour)
-		// window is the batches in flight, in the order sent. They are
-		// retired from its head only, so the checkpoint never passes a
-		// batch not acknowledged, whatever order the answers come in.
-		window  []*flight
-		acks    = make(chan *flight, maxFlights) // room for every flight: a done never waits
-		backoff = 100 * time.Millisecond
-		// fatal is a refusal for good of a batch by Kafka (other than as
-		// too large, which is found line by line): sending it again cannot
-		// help, so ship stops, its checkpoint before the batch.
-		fatal error
-	)
-	linger.Stop()
-	launch := func(sendCtx context.Context, f *flight) {
-		f.err, f.done = nil, false
-		window = append(window, f)
-		pipe.Send(sendCtx, f.recs, func(err error) {
-			f.err = err
-			acks <- f
-		})
-	}
-	// answer takes one answer; false if sendCtx ended first.
-	answer := func(sendCtx context.Context) bool {
+	src.replay = relay.Replay[[]byte]{Read: src.read, Done: src.done}
+	eng := relay.New[[]byte](&src.replay, rs, rcfg)
+	go func() {
 		select {
-		case f := <-acks:
-			f.done = true
-			return true
-		case <-sendCtx.Done():
-			return false
-		}
-	}
-	// sendEach sends records one at a time, each alone in flight; those
-	// refused alone as too large are reported as rejected. It returns at
-	// the first other failure (all are sent again, the first ones twice).
-	sendEach := func(sendCtx context.Context, recs [][]byte) error {
-		var (
-			rejected int
-			first    error
-		)
-		for _, r := range recs {
-			pipe.Resume()
-			c := make(chan error, 1)
-			pipe.Send(sendCtx, [][]byte{r}, func(err error) { c <- err })
-			var err error
-			select {
-			case err = <-c:
-			case <-sendCtx.Done():
-				return sendCtx.Err()
-			}
-			var rej *logship.RejectedError
-			switch {
-			case err == nil:
-				continue
-			case errors.As(err, &rej):
-				rejected += rej.N
-			case errors.Is(err, logship.ErrTooLarge):
-				rejected++
-			default:
-				return err
-			}
-			if first == nil {
-				first = err
-			}
-		}
-		pipe.Resume() // the last one's refusal must not fail the batches after
-		if rejected > 0 {
-			return &logship.RejectedError{N: rejected, Err: first}
-		}
-		return nil
-	}
-	// retire settles the answered batches at the head of the window. When
-	// one failed, it waits for the rest of the window, and after a backoff
-	// sends them all again, in order (those that landed too: duplicates,
-	// so that none lands ahead of the failed one's second copy), but for
-	// the failed one's first lines that landed (logship.Landed). It
-	// returns false if sendCtx ended first.
-	retire := func(sendCtx context.Context) bool {
-		for len(window) > 0 && window[0].done {
-			f := window[0]
-			var rej *logship.RejectedError
-			if f.err != nil && !errors.As(f.err, &rej) {
-				if kafka.IsPermanent(f.err) && !errors.Is(f.err, logship.ErrTooLarge) {
-					fatal = fmt.Errorf("ship: Kafka refuses the lines for good, sending them again cannot help (check the topic's configuration and ACLs): %w", f.err)
-					return false
-				}
-				for _, g := range window {
-					for !g.done {
-						if !answer(sendCtx) {
-							return false
-						}
-					}
-				}
-				log.Warn("ship: sending a batch failed; retrying", "lines", len(f.lines), "batches", len(window), "err", f.err, "backoff", backoff)
-				t := time.NewTimer(backoff)
-				select {
-				case <-t.C:
-				case <-sendCtx.Done():
-					t.Stop()
-					return false
-				}
-				backoff = min(2*backoff, 5*time.Second)
-				pipe.Resume()
-				again := window
-				window = nil
-				for i, g := range again {
-					if i == 0 {
-						// Everything before it was acknowledged: its
-						// own first lines that landed are not sent
-						// again (those after it are, for the order).
-						g.recs = g.recs[logship.Landed(g.err):]
-					}
-					if i == 0 && errors.Is(g.err, logship.ErrTooLarge) {
-						// Kafka refused a batch holding these lines
-						// as too large: one at a time finds the line
-						// too large alone (whole, it would fail for
-						// ever). Those after it go whole.
-						g.err, g.done = sendEach(sendCtx, g.recs), true
-						window = append(window, g)
-						continue
-					}
-					launch(sendCtx, g)
-				}
-				continue
-			}
-			n := int64(len(f.lines))
-			if rej != nil {
-				rejected += int64(rej.N)
-				log.Warn("ship: lines rejected", "count", rej.N, "err", rej.Err)
-				n -= int64(rej.N)
-			}
-			acked += n
-			if cp != nil {
-				if err := cp.save(f.lines[len(f.lines)-1].pos); err != nil {
-					log.Error("ship: saving the checkpoint", "err", err)
-				}
-			}
-			backoff = 100 * time.Millisecond
-			window[0] = nil
-			window = window[1:]
-		}
-		return true
-	}
-	// send puts the batch in flight once the window has room; false if
-	// sendCtx ended first.
-	send := func(sendCtx context.Context) bool {
-		if len(batch) == 0 {
-			return true
-		}
-		for len(window) >= maxFlights {
-			if !answer(sendCtx) || !retire(sendCtx) {
-				return false // the batch is kept: finish sends it
-			}
-		}
-		f := &flight{lines: batch, recs: make([][]byte, len(batch))}
-		for i, l := range batch {
-			f.recs[i] = l.event
-		}
-		batch = nil
-		launch(sendCtx, f)
-		return true
-	}
-	// drain sends the batch and waits until every one was acknowledged;
-	// false if sendCtx ended first.
-	drain := func(sendCtx context.Context) bool {
-		if !send(sendCtx) {
-			return false
-		}
-		for len(window) > 0 {
-			if !answer(sendCtx) || !retire(sendCtx) {
-				return false
-			}
-		}
-		return true
-	}
-	// finish sends what was read within StopTimeout after an interrupt.
-	// What was in flight was sent with ctx, now done: it fails, and is sent
-	// again with the new context.
-	finish := func() {
-		stopReading()
-		sctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
-		defer cancel()
-		for l := range drainLines(lines, readDone) {
-			read++
-			batch = append(batch, l)
-			if len(batch) >= cfg.BatchSize && !send(sctx) {
-				break
-			}
-		}
-		drain(sctx)
-	}
-	for {
-		var lc <-chan record = lines
-		if readDone {
-			lc = nil
-		}
-		select {
-		case l, ok := <-lc:
-			if !ok {
-				readDone = true
-				if err := <-readErr; err != nil && ctx.Err() == nil {
-					return fmt.Errorf("ship: reading: %w (%d lines read, %d acknowledged)", err, read, acked)
-				}
-				if ctx.Err() != nil {
-					break
-				}
-				drain(ctx)
-				return fatalResult(fatal, read, acked, rejected)
-			}
-			read++
-			batch = append(batch, l)
-			if len(batch) == 1 && cfg.Linger > 0 {
-				linger.Reset(cfg.Linger)
-			}
-			if len(batch) >= cfg.BatchSize || cfg.Linger == 0 {
-				linger.Stop()
-				send(ctx)
-			}
-		case <-linger.C:
-			send(ctx)
-		case f := <-acks:
-			f.done = true
-			retire(ctx)
 		case <-ctx.Done():
-			finish()
-			return fatalResult(fatal, read, acked, rejected)
-		}
-		if fatal != nil {
+			// Send what was read within StopTimeout: the engine drains
+			// once read says io.EOF, and is stopped at the deadline.
 			stopReading()
-			return fatalResult(fatal, read, acked, rejected)
+			close(src.stop)
+			t := time.NewTimer(cfg.StopTimeout)
+			defer t.Stop()
+			select {
+			case <-eng.Done():
+			case <-t.C:
+				expired, cancel := context.WithCancel(context.Background())
+				cancel()
+				eng.Stop(expired)
+			}
+		case <-eng.Done():
+		}
+	}()
+	runErr := eng.Run()
+	stopReading()
+	read, acked, rejected := src.taken.Load(), src.acked.Load(), src.rejected.Load()
+	switch {
+	case runErr != nil:
+		return fmt.Errorf("ship: Kafka refuses the lines for good, sending them again cannot help (check the topic's configuration and ACLs): %w (%d of %d lines read were not acknowledged, %d rejected)", runErr, read-acked, read, rejected)
+	case ctx.Err() == nil:
+		if err := <-readErr; err != nil {
+			return fmt.Errorf("ship: reading: %w (%d lines read, %d acknowledged)", err, read, acked)
 		}
 	}
-}
-
-// flight is a batch in flight.
-type flight struct {
-	lines []record
-	recs  [][]byte
-	err   error // the answer, set before the flight is sent on acks
-	done  bool  // answered; Run's loop's own
-}
-
-// fatalResult is result, or fatal with the counts when there is one.
-func fatalResult(fatal error, read, acked, rejected int64) error {
-	if fatal == nil {
-		return result(read, acked, rejected)
-	}
-	return fmt.Errorf("%w (%d of %d lines read were not acknowledged, %d rejected)", fatal, read-acked, read, rejected)
-}
-
-func result(read, acked, rejected int64) error {
 	if acked == read {
 		return nil
 	}
 	return fmt.Errorf("ship: %d of %d lines read were not acknowledged (%d rejected)", read-acked, read, rejected)
 }
 
-// drainLines yields the lines already read, without waiting for more.
-func drainLines(lines <-chan record, done bool) func(func(record) bool) {
-	return func(yield func(record) bool) {
-		if done {
-			return
+// source is Run's relay source: the lines read, in batches of up to
+// batchSize gathered within linger of the first, and the checkpoint of a
+// followed file, saved once a batch is settled.
+type source struct {
+	lines     chan record
+	stop      chan struct{} // closed on interrupt: yield what was read, then io.EOF
+	batchSize int
+	linger    time.Duration
+	cp        *checkpoint // nil for stdin
+	log       *slog.Logger
+	replay    relay.Replay[[]byte]
+
+	taken, acked, rejected atomic.Int64 // lines
+}
+
+// read gathers the next batch of lines: up to batchSize, within linger
+// of the first. io.EOF once the reader is done, or, after an interrupt,
+// once what was read is taken. A batch is yielded even if ctx ended while
+// it was gathered: the engine keeps it.
+func (s *source) read(ctx context.Context) (relay.Batch[[]byte], error) {
+	var (
+		events [][]byte
+		last   filePos
+		wait   <-chan time.Time
+	)
+	take := func(l record, ok bool) bool {
+		if ok {
+			events, last = append(events, l.event), l.pos
 		}
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok || !yield(l) {
-					return
-				}
-			default:
-				return
+		return ok
+	}
+gather:
+	for len(events) < s.batchSize {
+		select {
+		case l, ok := <-s.lines:
+			if !take(l, ok) {
+				break gather
 			}
+			continue
+		default:
+		}
+		if len(events) > 0 && s.linger == 0 {
+			break
+		}
+		if len(events) > 0 && wait == nil {
+			t := time.NewTimer(s.linger)
+			defer t.Stop()
+			wait = t.C
+		}
+		select {
+		case l, ok := <-s.lines:
+			if !take(l, ok) {
+				break gather
+			}
+		case <-s.stop: // what was read before the interrupt, without waiting
+			for len(events) < s.batchSize {
+				select {
+				case l, ok := <-s.lines:
+					if !take(l, ok) {
+						break gather
+					}
+				default:
+					break gather
+				}
+			}
+		case <-wait:
+			break gather
+		case <-ctx.Done():
+			break gather
+		}
+	}
+	s.taken.Add(int64(len(events)))
+	if len(events) == 0 {
+		if err := ctx.Err(); err != nil {
+			return relay.Batch[[]byte]{}, err
+		}
+		return relay.Batch[[]byte]{}, io.EOF
+	}
+	return relay.Batch[[]byte]{Records: events, Meta: last}, nil
+}
+
+// done counts the lines settled, acknowledged or rejected, and saves the
+// checkpoint once a batch is.
+func (s *source) done(b relay.Batch[[]byte], from, to int, err error) {
+	n := int64(to - from)
+	if err != nil {
+		k := n
+		var rej *logship.RejectedError
+		if errors.As(err, &rej) {
+			k = min(int64(rej.N), n)
+		}
+		s.rejected.Add(k)
+		s.log.Warn("ship: lines rejected", "count", k, "err", err)
+		n -= k
+	}
+	s.acked.Add(n)
+	if s.cp != nil && to == len(b.Records) {
+		if err := s.cp.save(b.Meta.(filePos)); err != nil {
+			s.log.Error("ship: saving the checkpoint", "err", err)
 		}
 	}
 }
