@@ -58,17 +58,19 @@ func (r *Replay[R]) Rewind() error {
 }
 
 // Settled tells Done, and forgets the batch once it is all settled.
-func (r *Replay[R]) Settled(_ Batch[R], from, to int, err error) {
+func (r *Replay[R]) Settled(y Batch[R], from, to int, err error) {
 	r.mu.Lock()
 	k := &r.kept[0]
-	b, off := k.b, k.off
-	if k.off += to; k.off == len(k.b.Records) {
+	// y, as Next yielded it, is k.b from a record on; from and to count
+	// in y, and it may be settled in several steps (a record at a time).
+	b, base := k.b, len(k.b.Records)-len(y.Records)
+	if k.off = base + to; k.off == len(k.b.Records) {
 		r.kept[0] = kept[R]{}
 		r.kept = r.kept[1:]
 		r.at--
 	}
 	r.mu.Unlock()
-	r.Done(b, off+from, off+to, err)
+	r.Done(b, base+from, base+to, err)
 }
 
 // Unsettled returns the records yielded and not settled, in order: what a

@@ -98,3 +98,39 @@ func TestReplayUnsettled(t *testing.T) {
 		t.Errorf("unsettled: %v", u)
 	}
 }
+
+// TestReplayIsolate: a batch the engine settles in steps (records sent
+// alone after a refusal for good) is told to Done record by record, at
+// their places in the batch Read yielded.
+func TestReplayIsolate(t *testing.T) {
+	poison := map[int]bool{3: true, 17: true, 18: true, 40: true}
+	r, src := replaySource(t, 60)
+	snk := newSink(t, src)
+	snk.fail = func(_ int, recs []int) error {
+		for _, rec := range recs {
+			if poison[rec] {
+				return errRefused
+			}
+		}
+		return nil
+	}
+	cfg := config(snk)
+	cfg.Drain = true
+	cfg.OnRetry = func(error, bool) { src.mu.Lock(); src.rewound = true; src.mu.Unlock() }
+	cfg.OnIsolate = func(int, error) { src.mu.Lock(); src.rewound = true; src.mu.Unlock() }
+	e := relay.New[int](r, snk, cfg)
+	if err := run(t, e, snk); err != nil {
+		t.Fatal(err)
+	}
+	snk.mu.Lock()
+	defer snk.mu.Unlock()
+	checkLanded(t, snk.landed, 60, poison)
+	if src.firstUnsettled() != 60 || len(r.Unsettled()) != 0 {
+		t.Errorf("settled up to %d, unsettled %v", src.firstUnsettled(), r.Unsettled())
+	}
+	for rec := range poison {
+		if !errors.Is(src.errs[rec], errRefused) {
+			t.Errorf("record %d settled with %v", rec, src.errs[rec])
+		}
+	}
+}
