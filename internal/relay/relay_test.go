@@ -27,10 +27,15 @@ var (
 	errDeadStuck = errors.New("dead-letter path and fallback down")
 )
 
-// landedError: the first n records of the batch landed.
-type landedError struct{ n int }
+// landedError: the first n records of the batch landed, the rest failed
+// with err (nil: errDown).
+type landedError struct {
+	n   int
+	err error
+}
 
 func (e landedError) Error() string { return fmt.Sprintf("%d landed", e.n) }
+func (e landedError) Unwrap() error { return e.err }
 
 // source yields the records 0..n-1 in batches of size, from an in-memory
 // log, and checks that Settled comes in order.
@@ -547,7 +552,7 @@ func TestPartialLanding(t *testing.T) {
 	snk.fail = func(n int, recs []int) error {
 		switch {
 		case recs[0] == 20:
-			return landedError{4}
+			return landedError{n: 4}
 		case slices.Contains(recs, 35):
 			return errDropped
 		}
@@ -768,5 +773,70 @@ func TestStalled(t *testing.T) {
 	fn() // a late timer does nothing
 	if e.State() != relay.StateStopped || !e.Oldest().IsZero() {
 		t.Errorf("state %v, oldest %v after Run", e.State(), e.Oldest())
+	}
+}
+
+// TestLandedThenRefused: a batch whose first records landed and whose
+// rest was refused for good has only the rest sent again, one record at a
+// time, over a Source and over a Replay.
+func TestLandedThenRefused(t *testing.T) {
+	for _, replay := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replay=%v", replay), func(t *testing.T) {
+			var (
+				src  *source
+				from relay.Source[int]
+			)
+			if replay {
+				var r *relay.Replay[int]
+				r, src = replaySource(t, 30)
+				from = r
+			} else {
+				src = newSource(t, 30, 7)
+				from = src
+			}
+			snk := newSink(t, src)
+			snk.fail = func(_ int, recs []int) error {
+				switch {
+				case len(recs) == 1 && recs[0] == 10:
+					return errRefused
+				case recs[0] == 7 && len(recs) == 7:
+					return landedError{n: 2, err: errRefused} // 7 and 8 landed
+				}
+				return nil
+			}
+			cfg := config(snk)
+			var poisoned []int
+			cfg.Poison = func(ctx context.Context, b relay.Batch[int], i int, err error) error {
+				poisoned = append(poisoned, b.Records[i])
+				return nil
+			}
+			// Replay's Rewind does not rewind src: say so for the sink's check.
+			cfg.OnIsolate = func(n int, err error) {
+				if n != 5 {
+					t.Errorf("%d records sent alone, want the 5 that did not land", n)
+				}
+				src.mu.Lock()
+				src.rewound = true
+				src.mu.Unlock()
+			}
+			e := relay.New(from, snk, cfg)
+			if err := run(t, e, snk); err != nil {
+				t.Fatal(err)
+			}
+			snk.mu.Lock()
+			defer snk.mu.Unlock()
+			checkLanded(t, snk.landed, 30, map[int]bool{10: true})
+			if len(snk.landed) != 29 || !slices.Equal(poisoned, []int{10}) {
+				t.Errorf("landed %v, poisoned %v", snk.landed, poisoned)
+			}
+			for _, s := range snk.sends {
+				if len(s) == 1 && s[0] < 9 {
+					t.Errorf("%v sent again alone after it landed", s)
+				}
+			}
+			if !errors.Is(src.errs[10], errRefused) || len(src.errs) != 1 {
+				t.Errorf("settled with errors: %v", src.errs)
+			}
+		})
 	}
 }

@@ -49,7 +49,7 @@ func TestReplay(t *testing.T) {
 				if batches++; batches%k == 0 {
 					failed[recs[0]] = true
 					if k%2 == 0 {
-						return landedError{2}
+						return landedError{n: 2}
 					}
 					return errDown
 				}

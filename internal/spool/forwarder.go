@@ -50,7 +50,11 @@ const (
 	StateStopped = "stopped"
 )
 
-var states = []string{StateIdle, StateForwarding, StateStalled, StateRetrying, StateStuck, StateStopped}
+// stateNames maps the engine's states to the forwarder's.
+var stateNames = [...]string{relay.StateIdle: StateIdle, relay.StateSending: StateForwarding, relay.StateStalled: StateStalled,
+	relay.StateRetrying: StateRetrying, relay.StateStuck: StateStuck, relay.StateStopped: StateStopped}
+
+var states = stateNames[:]
 
 // ForwarderConfig configures a forwarder.
 type ForwarderConfig struct {
@@ -221,10 +225,6 @@ func (f *Forwarder) OldestAge() time.Duration {
 	return 0
 }
 
-// stateNames maps the engine's states to the forwarder's.
-var stateNames = [...]string{relay.StateIdle: StateIdle, relay.StateSending: StateForwarding, relay.StateStalled: StateStalled,
-	relay.StateRetrying: StateRetrying, relay.StateStuck: StateStuck, relay.StateStopped: StateStopped}
-
 // setState records the engine's new state and its metric; the engine's
 // lock is held.
 func (f *Forwarder) setState(rs relay.State) {
@@ -317,10 +317,12 @@ func (src *source) close() {
 
 // unreadable counts a failure to read the spool at pos (a damaged disk, or
 // a bug): the engine reports StateStuck and tries again. At the
-// QuarantineAfter-th in a row it gives up the records that cannot be read
-// there and yields them as a gap, settled in order. A failure for want of a
-// file descriptor or memory is not counted: it says nothing of the records,
-// which are read once the shortage ends.
+// QuarantineAfter-th in a row, once everything before pos is delivered (a
+// window in flight before it could fail and be read again), it gives up
+// the records that cannot be read there and yields them as a gap, settled
+// in order. A failure for want of a file descriptor or memory is not
+// counted: it says nothing of the records, which are read once the
+// shortage ends.
 func (src *source) unreadable(err error, pos Pos) (relay.Batch[event.Record], error) {
 	f := src.f
 	if exhausted(err) {
@@ -332,7 +334,7 @@ func (src *source) unreadable(err error, pos Pos) (relay.Batch[event.Record], er
 	}
 	src.readFails++
 	f.readLog.Log("err", err, "attempt", src.readFails, "of", max(f.cfg.QuarantineAfter, 1))
-	if src.readFails < max(f.cfg.QuarantineAfter, 1) {
+	if src.readFails < max(f.cfg.QuarantineAfter, 1) || f.s.Delivered().Seq < pos.Seq {
 		return relay.Batch[event.Record]{}, err
 	}
 	next, _, serr := f.s.skipDamaged(pos, err)
