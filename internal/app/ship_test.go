@@ -8,23 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 )
 
 func noEnv(string) string { return "" }
-
-func parseShip(t *testing.T, args ...string) ShipConfig {
-	t.Helper()
-	cfg, err := ParseShip(append([]string{"--linger", "5ms", "--batch-size", "100"}, args...),
-		Env{Stdout: os.Stdout, Stderr: os.Stderr, Getenv: noEnv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
 
 func lines(from, to int) string {
 	var b strings.Builder
