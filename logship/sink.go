@@ -332,7 +332,7 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 		b.recs = make([]kgo.Record, len(records))
 	}
 	for i, r := range records {
-		// Offset -1 until Kafka acknowledges the record (see Landed).
+		// Offset -1 until Kafka acknowledges the record (see landed).
 		b.recs[i] = kgo.Record{Topic: s.topic, Key: s.key, Value: r, Offset: -1}
 	}
 	promise := b.promise // one method value, not one a record
