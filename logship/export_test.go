@@ -228,3 +228,13 @@ func (p *FakeProducer) Produced() [][]byte {
 	defer p.mu.Unlock()
 	return append([][]byte(nil), p.produced...)
 }
+
+// Send and Resume are the sink's protocol with its engine, and Landed its
+// count of a failed send's records that landed, for the tests.
+func (s *KafkaSink) Send(ctx context.Context, records [][]byte, done func(error)) {
+	s.send(ctx, records, done)
+}
+
+func (s *KafkaSink) Resume() { s.resume() }
+
+var Landed = landed

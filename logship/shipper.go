@@ -9,12 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/relay"
 )
 
 // Reasons a record was dropped, the keys of Stats.Dropped.
@@ -42,15 +43,14 @@ type Stats struct {
 }
 
 // shipper owns the queue, the spill file and the goroutines that deliver
-// them. Lock order: the JSONHandler's mutex (in enc.Write), writeMu, mu.
+// them: it is the relay Source of its engine. Lock order: the JSONHandler's
+// mutex (in enc.Write), writeMu, mu, srcMu.
 // Callers of Handle take only mu, and never make a system call: spilled
 // records are appended to pending, which the syncLoop goroutine writes.
 type shipper struct {
-	sink       Sink
-	pl         pipeliner // sink, or sink wrapped to answer each send at once
-	maxFlights int       // batches in flight at most: 1 unless sink pipelines
-	opts       Options
-	enc        *encoder
+	sink Sink
+	opts Options
+	enc  *encoder
 
 	queue    chan []byte
 	spilling atomic.Bool // new records go to the spill file, after those in it
@@ -67,24 +67,31 @@ type shipper struct {
 	spare   []byte
 	dirty   bool // written since the last fsync
 
-	// Only the run goroutine (and close, once it returned) uses these.
-	readOff  int64    // next byte of the spill file to replay
+	eng *relay.Engine[[]byte]
+	src relay.Replay[[]byte] // the engine's source: read and done below
+
+	unsettled  atomic.Int64 // batches read and not settled
+	replayLeft atomic.Int64 // records replayed from the spill file and not settled
+
+	// srcMu guards what read (on the engine's sending goroutine) shares
+	// with done (on its answering one): ackOff, savedOff, pos.
+	srcMu    sync.Mutex
+	readOff  int64    // next byte of the spill file to replay; read's own
 	ackOff   int64    // the spill file's bytes before it are acknowledged
 	savedOff int64    // what pos says
 	pos      *os.File // the checkpoint: ackOff, so that a restart does not replay what was acknowledged
 
-	acks      chan *flight // answered flights; room for maxFlights, so a sink never waits
-	runCtx    context.Context
-	cancelRun context.CancelFunc // close's context is done: stop delivering
-	full      chan struct{}      // the queue holds a batch
-	syncNow   chan struct{}
-	writeNow  chan struct{}
-	posNow    chan struct{} // the checkpoint was written: fsync it
-	stopRun   chan struct{} // closed by close: drain and return
-	runDone   chan struct{}
-	syncer    chan struct{}
-	once      sync.Once
-	lastErr   errValue
+	full     chan struct{} // the queue holds a batch
+	settled  chan struct{} // a chunk was settled
+	syncNow  chan struct{}
+	writeNow chan struct{}
+	posNow   chan struct{} // the checkpoint was written: fsync it
+	stopRun  chan struct{} // closed by close: yield what is left, then io.EOF
+	runDone  chan struct{} // the engine's Run returned
+	stopSync chan struct{}
+	syncer   chan struct{}
+	once     sync.Once
+	lastErr  errValue
 
 	handled, sent, spilled, replayed, retried atomic.Int64
 	dropped                                   sync.Map // reason → *atomic.Int64
@@ -105,69 +112,41 @@ func (e *errValue) Load() error {
 	return b.err
 }
 
-// flight is a batch handed to the sink and not yet settled.
-type flight struct {
-	recs   [][]byte
-	replay bool  // read from the spill file
-	end    int64 // with replay: the spill file's offset after its last record
-	err    error // the sink's answer, set before the flight is sent on acks
-	done   bool  // answered; the run goroutine's own
-	// isolate: Kafka refused a batch holding these records as too large;
-	// they are sent again one at a time, with nothing else in flight, so
-	// that only a record too large alone is dropped.
-	isolate bool
+// spillEnd is the Meta of a batch replayed from the spill file: the
+// file's offset after its last record.
+type spillEnd int64
+
+// source is a shipper's Replay, counting the batches sent again.
+type source struct {
+	*relay.Replay[[]byte]
+	s *shipper
 }
 
-// pipeliner is a Sink that takes the next batch while earlier ones are in
-// flight (KafkaSink). send hands records over and returns without waiting
-// for the sink, except while the sink's own bounded buffer is full (until
-// ctx is done); done is called once, with what Write would have returned,
-// and must not block. A batch fails only together with every batch sent
-// after it that is not yet answered (franz-go fails every buffered record
-// of a partition at once), so sending them again in order keeps the order.
-// records are the sink's until done is called.
-type pipeliner interface {
-	send(ctx context.Context, records [][]byte, done func(error))
-	// buffered is how many records the sink holds without send waiting.
-	buffered() int
-	// resume is called, with nothing in flight, before the batches that
-	// failed are sent again: a sink may refuse (fail at once) every send
-	// after a failure until then, so that none lands ahead of the resend.
-	resume()
+func (r source) Rewind() error {
+	r.s.retried.Add(r.s.unsettled.Load())
+	return r.Replay.Rewind()
 }
-
-// oneAtATime pipelines a plain Sink: send waits for Write.
-type oneAtATime struct{ Sink }
-
-func (s oneAtATime) send(ctx context.Context, records [][]byte, done func(error)) {
-	done(s.Write(ctx, records))
-}
-
-func (s oneAtATime) buffered() int { return 0 }
-
-func (s oneAtATime) resume() {}
 
 const (
 	spillName = "logship.spill"
 	posName   = "logship.spill.pos"
-	// maxFlights bounds the batches in flight to a sink that pipelines:
-	// with BatchSize records each, enough to keep Kafka busy across its
-	// round trips, and a bound on the memory they hold.
-	maxFlights = 16
 )
 
 func newShipper(sink Sink, o Options) (*shipper, error) {
 	s := &shipper{sink: sink, opts: o, queue: make(chan []byte, o.QueueSize),
-		full: make(chan struct{}, 1), syncNow: make(chan struct{}, 1), writeNow: make(chan struct{}, 1), posNow: make(chan struct{}, 1),
-		stopRun: make(chan struct{}), runDone: make(chan struct{}), syncer: make(chan struct{})}
-	s.pl, s.maxFlights = oneAtATime{sink}, 1
-	if pl, ok := sink.(pipeliner); ok {
-		// Within what the sink buffers: a send that waited for room could
-		// fail on its own after later ones got in.
-		s.pl, s.maxFlights = pl, min(maxFlights, max(1, pl.buffered()/o.BatchSize))
+		full: make(chan struct{}, 1), settled: make(chan struct{}, 1), syncNow: make(chan struct{}, 1),
+		writeNow: make(chan struct{}, 1), posNow: make(chan struct{}, 1),
+		stopRun: make(chan struct{}), runDone: make(chan struct{}), stopSync: make(chan struct{}), syncer: make(chan struct{})}
+	rs, cfg := RelaySink(sink, o.SendTimeout, o.BatchSize)
+	cfg.MinBackoff = o.RetryBackoff
+	cfg.OnFail = func(err error, _, _ int) {
+		s.lastErr.Store(err)
+		if s.file != nil {
+			s.spilling.Store(true) // the sink is down: keep new records on disk, not in memory
+		}
 	}
-	s.acks = make(chan *flight, s.maxFlights)
-	s.runCtx, s.cancelRun = context.WithCancel(context.Background())
+	s.src = relay.Replay[[]byte]{Read: s.read, Done: s.done}
+	s.eng = relay.New[[]byte](source{&s.src, s}, rs, cfg)
 	if o.SpillDir == "" {
 		return s, nil
 	}
@@ -224,7 +203,8 @@ func openPos(path string) (*os.File, int64, error) {
 const posLen = 21 // 20 digits and a newline: every write replaces the whole
 
 // savePos writes ackOff to the checkpoint file if it moved, and has it
-// fsynced soon (by syncLoop), or now with sync.
+// fsynced soon (by syncLoop), or now with sync. s.srcMu must be held once
+// the engine runs.
 func (s *shipper) savePos(sync bool) {
 	if s.pos == nil || (s.ackOff == s.savedOff && !sync) {
 		return
@@ -299,7 +279,10 @@ const (
 )
 
 func (s *shipper) start() {
-	go s.run()
+	go func() {
+		defer close(s.runDone)
+		s.eng.Run() // no error: nothing is Fatal to a handler
+	}()
 	go s.syncLoop()
 }
 
@@ -391,7 +374,7 @@ func (s *shipper) kick(c chan struct{}) {
 
 // syncLoop writes spilled records to the file when enough are pending,
 // and writes and fsyncs them every SyncInterval and when an ERROR record
-// asks; it fsyncs the checkpoint soon after the run goroutine wrote it.
+// asks; it fsyncs the checkpoint soon after Settled wrote it.
 func (s *shipper) syncLoop() {
 	defer close(s.syncer)
 	if s.file == nil {
@@ -413,7 +396,7 @@ func (s *shipper) syncLoop() {
 			continue
 		case <-t.C:
 		case <-s.syncNow:
-		case <-s.runDone:
+		case <-s.stopSync:
 			return
 		}
 		s.sync()
@@ -435,252 +418,108 @@ func (s *shipper) sync() {
 	}
 }
 
-// run is the delivery goroutine. It sends, in the order they were
-// handled, the batches that failed first, then the queue, then the spill
-// file, with up to maxFlights batches in flight. When one fails, it waits
-// for the others in flight, and after a backoff sends them all again, in
-// order; meanwhile new records spill.
-func (s *shipper) run() {
-	defer close(s.runDone)
-	var (
-		window  []*flight // in flight, in the order they were sent
-		redo    []*flight // failed: sent again before anything else
-		failing bool      // a flight failed: wait for the rest of the window, then back off
-		failed  int       // flights at the head of redo that failed since failing began
-		backoff = s.opts.RetryBackoff
-		stop    = s.stopRun // nil once Close began
-		idle    = time.NewTimer(s.opts.SyncInterval)
-		abort   = s.runCtx.Done()
-	)
+// read yields the next batch to send, in the order records were handled:
+// the queue, then the spill file (the queue holds records only while
+// nothing is spilled). Once Close began, it yields what is left, then
+// io.EOF. A batch taken when ctx ends is yielded all the same: the
+// engine keeps it for its next attempt, or leaves it at Stop.
+func (s *shipper) read(ctx context.Context) (relay.Batch[[]byte], error) {
+	idle := time.NewTimer(s.opts.SyncInterval)
 	defer idle.Stop()
-	send := func(f *flight) {
-		f.err, f.done = nil, false
-		window = append(window, f)
-		if f.isolate {
-			f.err = s.writeEach(f.recs)
-			s.acks <- f // never waits: room for every flight
-			return
-		}
-		// A sink that pipelines (KafkaSink) is not timed out per batch:
-		// franz-go fails a record whose context ends, and a batch sent
-		// after it, before the handler heard of the failure, could then
-		// land ahead of it. Without a deadline franz-go retries in order
-		// until the sink is back; meanwhile the window stays full and new
-		// records spill. Close's deadline (runCtx) still ends them.
-		ctx, cancel := s.runCtx, context.CancelFunc(func() {})
-		if s.maxFlights == 1 {
-			ctx, cancel = context.WithTimeout(s.runCtx, s.opts.SendTimeout)
-		}
-		s.pl.send(ctx, f.recs, func(err error) {
-			cancel()
-			f.err = err
-			s.acks <- f // never waits: room for every flight
-		})
-	}
-	// settle takes an answer, then retires the answered flights at the
-	// head of the window, in order.
-	settle := func(answered *flight) {
-		answered.done = true
-		for len(window) > 0 && window[0].done {
-			f := window[0]
-			window[0] = nil
-			window = window[1:]
-			var rej *RejectedError
-			if failing || (f.err != nil && !errors.As(f.err, &rej)) {
-				// Failed, or after one that failed: sent again after it
-				// (as if failed even if not, so nothing overtakes it).
-				if f.err != nil {
-					s.lastErr.Store(f.err)
-					s.retried.Add(1)
-				}
-				if !failing && len(redo) == 0 {
-					// Everything sent before it was acknowledged: its
-					// first records that landed are not sent again.
-					if n := Landed(f.err); n > 0 {
-						f.recs = f.recs[n:]
-						s.sent.Add(int64(n))
-						if f.replay {
-							s.replayed.Add(int64(n))
-						}
-					}
-				}
-				if s.file != nil {
-					s.spilling.Store(true) // the sink is down: keep new records on disk, not in memory
-				}
-				// Refused as too large: sent again one record at a
-				// time. The batch Kafka refused (franz-go's, which may
-				// span several of ours; franz-go then fails all it
-				// buffered) need not hold a record too large alone, but
-				// tried again whole it could fail again, for ever.
-				if errors.Is(f.err, ErrTooLarge) {
-					f.isolate = true
-				}
-				// Ahead of those of redo not sent again yet: these were
-				// sent before them.
-				failing = true
-				redo = slices.Insert(redo, failed, f)
-				failed++
-				continue
-			}
-			n := int64(len(f.recs))
-			if rej != nil {
-				reason := DropRejected
-				if errors.Is(rej.Err, ErrTooLarge) {
-					reason = DropTooLarge
-				}
-				s.drop(reason, int64(rej.N))
-				s.lastErr.Store(f.err)
-				n -= int64(rej.N)
-			}
-			s.sent.Add(n)
-			if f.replay {
-				s.replayed.Add(n)
-				s.ackOff = f.end
-			}
-			backoff = s.opts.RetryBackoff
-			if !s.spilling.Load() {
-				s.reportDrops()
-			}
-		}
-	}
 	for {
-		for drained := false; !drained; {
-			select {
-			case f := <-s.acks:
-				settle(f)
-			default:
-				drained = true
-			}
-		}
-		s.savePos(false)
-		select {
-		case <-abort:
-			s.leave(redo[:failed], window, redo[failed:]) // in the order they were handled
-			return
-		default:
-		}
-		if len(window) > 0 && (failing || len(window) >= s.maxFlights) {
-			select {
-			case f := <-s.acks:
-				settle(f)
-			case <-abort:
-			}
-			continue
-		}
-		if failing { // every flight after the failed one is back
-			t := time.NewTimer(backoff)
-			select {
-			case <-t.C:
-			case <-abort:
-			}
-			t.Stop()
-			backoff = min(2*backoff, 5*time.Second)
-			failing, failed = false, 0
-			s.pl.resume()
-			continue
-		}
-		if len(redo) > 0 {
-			if redo[0].isolate && len(window) > 0 {
-				select { // it goes alone
-				case f := <-s.acks:
-					settle(f)
-				case <-abort:
-				}
-				continue
-			}
-			f := redo[0]
-			redo[0] = nil
-			redo = redo[1:]
-			send(f)
-			continue
-		}
+		stopping := s.stopping()
 		if batch := s.takeQueue(nil); len(batch) > 0 {
-			if len(window) > 0 && stop != nil {
+			if s.unsettled.Load() > 0 && !stopping {
 				// The sink is busy with earlier batches: a full batch
 				// costs no more time than a short one.
-				var stopped bool
-				if batch, stopped = s.fill(batch, stop); stopped {
-					stop = nil
-				}
+				batch = s.fill(ctx, batch)
 			}
-			send(&flight{recs: batch})
-			continue
+			return s.yield(relay.Batch[[]byte]{Records: batch}), nil
 		}
 		if s.spilling.Load() && s.file != nil {
-			if f := s.replayNext(); f != nil {
-				send(f)
-				continue
+			if b := s.replayNext(); len(b.Records) > 0 {
+				s.replayLeft.Add(int64(len(b.Records)))
+				return s.yield(b), nil
 			}
-			if s.readOff == s.ackOff && s.catchUp() {
+			if s.caughtUp() && s.catchUp() {
 				continue
 			}
 		}
-		if stop == nil && len(window) == 0 && !s.spilling.Load() {
-			return
-		}
-		var queue <-chan []byte = s.queue
-		if stop == nil {
-			queue = nil // takeQueue above takes what is left
+		if stopping {
+			return relay.Batch[[]byte]{}, io.EOF
 		}
 		idle.Reset(s.opts.SyncInterval)
 		select {
-		case ev := <-queue:
-			batch, stopped := s.fill(append(make([][]byte, 0, s.opts.BatchSize), ev), stop)
-			if stopped {
-				stop = nil
-			}
-			send(&flight{recs: batch})
-		case f := <-s.acks:
-			settle(f)
-		case <-stop:
-			stop = nil
+		case ev := <-s.queue:
+			batch := s.fill(ctx, append(make([][]byte, 0, s.opts.BatchSize), ev))
+			return s.yield(relay.Batch[[]byte]{Records: batch}), nil
+		case <-s.settled: // the spill file may be caught up
+		case <-s.stopRun:
 		case <-idle.C:
-		case <-abort:
+		case <-ctx.Done():
+			return relay.Batch[[]byte]{}, ctx.Err()
 		}
-		idle.Stop()
 	}
 }
 
-// writeEach writes records one at a time, and reports those the sink
-// refused alone as too large as rejected. It returns at the first other
-// failure: the records are all sent again (the first ones twice).
-func (s *shipper) writeEach(recs [][]byte) error {
-	var (
-		rejected int
-		first    error
-	)
-	for _, r := range recs {
-		err := s.sink.Write(s.runCtx, [][]byte{r})
+func (s *shipper) yield(b relay.Batch[[]byte]) relay.Batch[[]byte] {
+	s.unsettled.Add(1)
+	return b
+}
+
+// done counts records [from, to) of b as sent, or dropped when err says
+// the sink refused them for good, and moves the checkpoint past a batch
+// replayed from the spill file once all of it is settled.
+func (s *shipper) done(b relay.Batch[[]byte], from, to int, err error) {
+	n := int64(to - from)
+	if err != nil {
+		reason, dropped := DropRejected, n
 		var rej *RejectedError
-		switch {
-		case err == nil:
-			continue
-		case errors.As(err, &rej):
-			rejected += rej.N
-		case errors.Is(err, ErrTooLarge):
-			rejected++ // alone: for good
-		default:
-			return err
+		if errors.As(err, &rej) {
+			dropped = min(int64(rej.N), n)
 		}
-		if first == nil {
-			first = err
+		if errors.Is(err, ErrTooLarge) {
+			reason = DropTooLarge
+		}
+		s.drop(reason, dropped)
+		s.lastErr.Store(err)
+		n -= dropped
+	}
+	s.sent.Add(n)
+	end, replay := b.Meta.(spillEnd)
+	if replay {
+		s.replayed.Add(n)
+		s.replayLeft.Add(int64(from - to))
+	}
+	if to == len(b.Records) {
+		s.unsettled.Add(-1)
+		if replay {
+			s.srcMu.Lock()
+			s.ackOff = int64(end)
+			s.savePos(false)
+			s.srcMu.Unlock()
+			s.kick(s.settled)
 		}
 	}
-	// Every record was heard of, and those refused for good are counted:
-	// a failure of the last one must not fail the next batch.
-	s.pl.resume()
-	if rejected > 0 {
-		return &RejectedError{N: rejected, Err: first}
+	if !s.spilling.Load() {
+		s.reportDrops()
 	}
-	return nil
+}
+
+func (s *shipper) stopping() bool {
+	select {
+	case <-s.stopRun:
+		return true
+	default:
+		return false
+	}
 }
 
 // fill adds queued records to batch once the queue holds a batch, Linger
-// passed, or stop is closed (then it says so). It waits on a timer, not
-// on the queue: a goroutine waiting on the queue would be woken by every
-// record, at the caller's cost.
-func (s *shipper) fill(batch [][]byte, stop <-chan struct{}) ([][]byte, bool) {
-	stopped := false
+// passed, Close began or ctx ended. It waits on a timer, not on the
+// queue: a goroutine waiting on the queue would be woken by every record,
+// at the caller's cost.
+func (s *shipper) fill(ctx context.Context, batch [][]byte) [][]byte {
 	// A kick left from a batch taken earlier without waiting would end
 	// this wait at once, with a short batch. A kick sent after this is
 	// for records already queued: the check below sees them.
@@ -693,13 +532,12 @@ func (s *shipper) fill(batch [][]byte, stop <-chan struct{}) ([][]byte, bool) {
 		select {
 		case <-t.C:
 		case <-s.full:
-		case <-stop:
-			stopped = true
-		case <-s.runCtx.Done():
+		case <-s.stopRun:
+		case <-ctx.Done():
 		}
 		t.Stop()
 	}
-	return s.takeQueue(batch), stopped
+	return s.takeQueue(batch)
 }
 
 // takeQueue appends queued records to batch, without waiting, until it
@@ -733,15 +571,15 @@ func (s *shipper) takeAll() [][]byte {
 }
 
 // replayNext reads the next batch of spilled records at readOff. It
-// returns nil when every record written to the file was read, or when the
-// file cannot be read (lastErr says why).
-func (s *shipper) replayNext() *flight {
+// returns no records when every record written to the file was read, or
+// when the file cannot be read (lastErr says why).
+func (s *shipper) replayNext() relay.Batch[[]byte] {
 	s.writeMu.Lock()
 	s.writeOut()
 	avail := s.flushed
 	s.writeMu.Unlock()
 	if s.readOff >= avail {
-		return nil
+		return relay.Batch[[]byte]{}
 	}
 	var batch [][]byte
 	used := 0
@@ -751,7 +589,7 @@ func (s *shipper) replayNext() *flight {
 		n, err := s.file.ReadAt(buf, s.readOff)
 		if err != nil && !errors.Is(err, io.EOF) {
 			s.lastErr.Store(fmt.Errorf("logship: reading spill file: %w", err))
-			return nil
+			return relay.Batch[[]byte]{}
 		}
 		buf = buf[:n]
 		for len(batch) < s.opts.BatchSize {
@@ -763,12 +601,18 @@ func (s *shipper) replayNext() *flight {
 			used += i + 1
 		}
 		if len(batch) == 0 && want == avail-s.readOff {
-			return nil // cannot happen: the file ends with a newline once flushed
+			return relay.Batch[[]byte]{} // cannot happen: the file ends with a newline once flushed
 		}
 	}
-	f := &flight{recs: batch, replay: true, end: s.readOff + int64(used)}
-	s.readOff = f.end
-	return f
+	s.readOff += int64(used)
+	return relay.Batch[[]byte]{Records: batch, Meta: spillEnd(s.readOff)}
+}
+
+// caughtUp reports whether every record replayed was settled.
+func (s *shipper) caughtUp() bool {
+	s.srcMu.Lock()
+	defer s.srcMu.Unlock()
+	return s.readOff == s.ackOff
 }
 
 // catchUp, once every spilled record was acknowledged, empties the spill
@@ -791,10 +635,13 @@ func (s *shipper) catchUp() bool {
 		s.writeMu.Unlock()
 		return false
 	}
-	s.size, s.flushed, s.readOff, s.ackOff, s.dirty = 0, 0, 0, 0, false
+	s.size, s.flushed, s.dirty = 0, 0, false
 	s.spilling.Store(false)
 	s.mu.Unlock()
+	s.srcMu.Lock()
+	s.readOff, s.ackOff = 0, 0
 	s.savePos(true)
+	s.srcMu.Unlock()
 	s.writeMu.Unlock()
 	s.reportDrops()
 	return true
@@ -809,20 +656,15 @@ func (s *shipper) reportDrops() {
 	}
 }
 
-// leave keeps what close's context left no time for, the flights not
-// acknowledged and the queue: in the spill file for the next handler, or
-// counted as dropped. Flights read from the spill file are in it still,
-// after the checkpoint.
-func (s *shipper) leave(flights ...[]*flight) {
-	var batch [][]byte
-	for _, fs := range flights {
-		for _, f := range fs {
-			if !f.replay {
-				batch = append(batch, f.recs...)
-			}
-		}
-	}
-	s.leaveRecords(append(batch, s.takeAll()...))
+// leave keeps what close's context left no time for, the batches not
+// settled and the queue: in the spill file for the next handler, or
+// counted as dropped. The records replayed from the spill file, last
+// among those not settled (the queue is used only while nothing is
+// spilled), are in it still, after the checkpoint.
+func (s *shipper) leave() {
+	recs := s.src.Unsettled()
+	recs = recs[:len(recs)-int(s.replayLeft.Load())]
+	s.leaveRecords(append(recs, s.takeAll()...))
 }
 
 func (s *shipper) leaveRecords(batch [][]byte) {
@@ -861,22 +703,21 @@ func (s *shipper) close(ctx context.Context) error {
 	select {
 	case <-s.runDone:
 	case <-ctx.Done():
-		s.cancelRun()
-		<-s.runDone
+		s.eng.Stop(ctx) // abandons what is in flight
 	}
-	s.cancelRun()
+	close(s.stopSync)
 	<-s.syncer
-	// A record handled while Close began may have reached the queue after
-	// run returned: keep it like the rest of what is left.
-	if rest := s.takeAll(); len(rest) > 0 {
-		s.leaveRecords(rest)
-	}
+	// What ctx left no time for, and a record handled while Close began
+	// that reached the queue after the engine returned.
+	s.leave()
 	s.mu.Lock()
 	s.closed = true
 	s.mu.Unlock()
 	left := int64(0)
 	if s.file != nil {
 		s.sync()
+		s.srcMu.Lock()
+		defer s.srcMu.Unlock()
 		left = s.flushed - s.ackOff
 		if left == 0 {
 			if err := s.file.Truncate(0); err == nil {

@@ -7,11 +7,13 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/client"
+	"github.com/inlet-dev/inlet/internal/relay"
 )
 
 // Sink is where a Handler delivers its records (encoded inlet events).
@@ -25,6 +27,104 @@ type Sink interface {
 	Write(ctx context.Context, records [][]byte) error
 	// Close releases the sink within ctx.
 	Close(ctx context.Context) error
+}
+
+// pipeliner is a Sink that takes the next batch while earlier ones are in
+// flight (KafkaSink). send hands records over and returns without waiting
+// for the sink, except while the sink's own bounded buffer is full (until
+// ctx is done); done is called once, with what Write would have returned,
+// and must not block. A batch fails only together with every batch sent
+// after it that is not yet answered (franz-go fails every buffered record
+// of a partition at once), so sending them again in order keeps the order.
+// records are the sink's until done is called.
+type pipeliner interface {
+	send(ctx context.Context, records [][]byte, done func(error))
+	// buffered is how many records the sink holds without send waiting.
+	buffered() int
+	// resume is called, with nothing in flight, before the batches that
+	// failed are sent again: a sink may refuse (fail at once) every send
+	// after a failure until then, so that none lands ahead of the resend.
+	resume()
+}
+
+// maxFlights bounds the batches in flight to a sink that pipelines: with
+// BatchSize records each, enough to keep Kafka busy across its round
+// trips, and a bound on the memory they hold.
+const maxFlights = 16
+
+// RelaySink returns sink as the sink of an internal/relay engine, and the
+// engine's settings for it, but for backoff and hooks: up to maxFlights
+// batches of batchSize in flight to a sink that pipelines (KafkaSink),
+// each without a deadline (franz-go retries them, in order); to any other
+// one batch at a time, each Write within timeout. A batch refused as too
+// large is sent again one record at a time; a *RejectedError settles its
+// batch; a failed KafkaSink batch's first records that landed are not sent
+// again. logship's Handler runs on it, and so does `inlet ship`: the
+// types are inlet's own.
+func RelaySink(sink Sink, timeout time.Duration, batchSize int) (relay.Sink[[]byte], relay.Config[[]byte]) {
+	cfg := relay.Config[[]byte]{Windows: 1, MaxBackoff: 5 * time.Second, Drain: true, Landed: landed,
+		Permanent: func(err error) bool { return errors.Is(err, ErrTooLarge) },
+		Dropped:   func(err error) bool { return errors.Is(err, ErrRejected) }}
+	pl, ok := sink.(pipeliner)
+	if !ok {
+		return oneAtATime{sink, timeout}, cfg
+	}
+	// Within what the sink buffers: a send that waited for room could
+	// fail on its own after later ones got in.
+	cfg.Windows = min(maxFlights, max(1, pl.buffered()/max(1, batchSize)))
+	cfg.Resume = pl.resume
+	return pipelined{pl}, cfg
+}
+
+// pipelined is a pipeliner as a relay sink.
+type pipelined struct{ pl pipeliner }
+
+// Send reports a send the sink failed at once (after an earlier failure,
+// until resume) as not taken: the engine sends nothing after it.
+func (p pipelined) Send(ctx context.Context, recs [][]byte) (relay.Pending, error) {
+	a := &answer{c: make(chan struct{})}
+	p.pl.send(ctx, recs, func(err error) {
+		a.err = err
+		close(a.c)
+	})
+	select {
+	case <-a.c:
+		if a.err != nil && !errors.Is(a.err, ErrRejected) {
+			return nil, a.err
+		}
+	default:
+	}
+	return a, nil
+}
+
+// oneAtATime is a Sink as a relay sink: Send waits for Write, within timeout.
+type oneAtATime struct {
+	Sink
+	timeout time.Duration
+}
+
+func (o oneAtATime) Send(ctx context.Context, recs [][]byte) (relay.Pending, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	a := &answer{err: o.Write(ctx, recs), c: closed}
+	return a, nil
+}
+
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// answer is a relay.Pending: err once c is closed.
+type answer struct {
+	c   chan struct{}
+	err error
+}
+
+func (a *answer) Wait(ctx context.Context) error {
+	select {
+	case <-a.c:
+		return a.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // ErrRejected is what a *RejectedError matches with errors.Is.
@@ -192,23 +292,6 @@ func (s *KafkaSink) buffered() int { return kafkaBuffered }
 // with nothing in flight, before sending the failed batch again.
 func (s *KafkaSink) resume() { s.resumed.Store(s.fails.Load()) }
 
-// Send hands records to franz-go and returns without waiting for Kafka
-// (it waits only while franz-go's buffer of 64Ki records is full, until
-// ctx is done), for a caller that keeps several batches in flight, as a
-// Handler does. done is called once, with what Write would have returned,
-// serially and in the order of the Sends; it must not block. Records
-// whose ctx ends before they are written fail, so give in-flight batches
-// no per-batch deadline. After a record failed, every later Send fails at
-// once, unproduced, until Resume: wait for every Send in flight, call
-// Resume, and send the failed batch and those after it again, in order.
-// records are the sink's until done is called. Not safe for concurrent use.
-func (s *KafkaSink) Send(ctx context.Context, records [][]byte, done func(error)) {
-	s.send(ctx, records, done)
-}
-
-// Resume lets Sends through again after a failure; call it with nothing in flight.
-func (s *KafkaSink) Resume() { s.resume() }
-
 // Write produces records and waits for their acknowledgement, or for ctx
 // (then some may still land). It is not for use while sends are in flight.
 func (s *KafkaSink) Write(ctx context.Context, records [][]byte) error {
@@ -223,10 +306,15 @@ func (s *KafkaSink) Write(ctx context.Context, records [][]byte) error {
 	}
 }
 
-// send produces records without waiting for Kafka; done gets nil once all
-// were acknowledged, a *RejectedError for those too large, else the first
-// error. franz-go calls promises serially, in order within a partition,
-// so the dones of successive sends come in order.
+// send produces records without waiting for Kafka (it waits only while
+// franz-go's buffer of 64Ki records is full, until ctx is done); done gets
+// nil once all were acknowledged, a *RejectedError for those too large,
+// else the first error. franz-go calls promises serially, in order within
+// a partition, so the dones of successive sends come in order. Records
+// whose ctx ends before they are written fail, so in-flight batches get no
+// per-batch deadline. After a record failed, every later send fails at
+// once, unproduced, until resume. records are the sink's until done is
+// called. Not safe for concurrent use.
 func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)) {
 	if len(records) == 0 {
 		done(nil)
@@ -240,7 +328,7 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 	b.left.Store(int32(len(records)))
 	b.recs = make([]kgo.Record, len(records))
 	for i, r := range records {
-		// Offset -1 until Kafka acknowledges the record (see Landed).
+		// Offset -1 until Kafka acknowledges the record (see landed).
 		b.recs[i] = kgo.Record{Topic: s.topic, Key: s.key, Value: r, Offset: -1}
 	}
 	promise := b.promise // one method value, not one a record
@@ -259,14 +347,14 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 	}
 }
 
-// Landed is how many of the first records of a failed KafkaSink Send or
-// Write Kafka had acknowledged before the failure, 0 for any other error.
-// Sent again, they would be duplicates; left out, no order changes, as
-// long as nothing sent before them is still to be sent again: the rest of
-// the records follow them. A batch Kafka refuses as too large fails every
+// landed is how many of the first records of a failed KafkaSink send Kafka
+// had acknowledged before the failure, 0 for any other error. Sent again,
+// they would be duplicates; left out, no order changes, as long as
+// nothing sent before them is still to be sent again: the rest of the
+// records follow them. A batch Kafka refuses as too large fails every
 // record franz-go buffered with it, while those of earlier requests
 // landed: a send's first records can land and its others fail.
-func Landed(err error) int {
+func landed(err error) int {
 	var l *landedError
 	if errors.As(err, &l) {
 		return l.n

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -563,5 +565,57 @@ func TestForwarderStopLetsWindowsInFlightFinish(t *testing.T) {
 	}
 	if produced, _ := k.snapshot(); strings.Join(produced, ",") != "r000,r001,r002" {
 		t.Fatalf("produced %v", produced)
+	}
+}
+
+// TestForwarderGivesUpUnreadableOnceBehindAFailedWindow: a record that
+// cannot be read, found while a window before it is in flight, is given up
+// only once everything before it is delivered; when that window fails and
+// is sent again, the damage is given up and counted once.
+func TestForwarderGivesUpUnreadableOnceBehindAFailedWindow(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.SegmentBytes = 4 << 10
+	s, logs, m := open(t, cfg)
+	for i := range 6 {
+		if err := s.Append(context.Background(), []event.Record{bigRec(fmt.Sprintf("r%03d", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(cfg.Dir, segName(1))
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[frameIndex(t, b)[2]+20] ^= 0x40 // r002
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	k := newFakeKafka()
+	release := make(chan struct{})
+	k.wait = func(ctx context.Context, call int) error {
+		if call > 1 {
+			return nil
+		}
+		select {
+		case <-release:
+			return errors.New("broker unavailable")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	fc := forwarderConfig()
+	fc.WindowBytes, fc.QuarantineAfter = 1500, 1 // a window per record; r002 given up at the first failure to read it
+	f := StartForwarder(s, k, fc, s.log)
+	defer stop(t, f)
+	testkit.WaitFor(t, 10*time.Second, "the read of r002 to fail", func() bool {
+		return strings.Contains(logs.String(), "spool: reading for the forwarder")
+	})
+	close(release) // r000's window fails: r000 and r001 are sent again, and r002 read again
+	testkit.WaitFor(t, 10*time.Second, "everything else delivered", func() bool { return s.Stats().Unforwarded == 0 })
+	if want := idRange(0, 6, 2); !slices.Equal(k.ackedIDs(), want) {
+		t.Fatalf("kafka acknowledged %v, want %v\n%s", k.ackedIDs(), want, logs)
+	}
+	if lost, n := loggedLost(logs), metricValue(t, m, "inlet_spool_quarantined_records_total"); lost != 1 || n != 1 {
+		t.Fatalf("logged %d records lost, counted %v, want 1\n%s", lost, n, logs)
 	}
 }

@@ -1,7 +1,9 @@
-package app
+package ship
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/inlet-dev/inlet/internal/event"
 )
 
 // refEvent is the event as ship encoded it with encoding/json: the
@@ -56,7 +60,7 @@ func TestLineEncoderMatchesEncodingJSON(t *testing.T) {
 		`level=info msg="hello \"world\"" n=3 bare`, "=x k=", strings.Repeat("x", 5000)}
 	for _, format := range []string{"raw", "json", "logfmt"} {
 		for _, key := range []string{"", "host:src \"q\""} {
-			cfg := ShipConfig{Format: format, Event: "log \"ev\"", Key: key, File: "/tmp/a\tb.log"}
+			cfg := Config{Format: format, Event: "log \"ev\"", Key: key, File: "/tmp/a\tb.log"}
 			e := newLineEncoder(cfg)
 			for i, line := range lines {
 				got := e.encode([]byte(line), "")
@@ -83,7 +87,7 @@ func TestLineEncoderMatchesEncodingJSON(t *testing.T) {
 // lone surrogate or a duplicate name included, is sent as a line, never
 // changed into an object it was not.
 func TestLineEncoderJSONFormatStrict(t *testing.T) {
-	e := newLineEncoder(ShipConfig{Format: "json", Event: "log"})
+	e := newLineEncoder(Config{Format: "json", Event: "log"})
 	asLine := func(s string) string { b, _ := json.Marshal(map[string]string{"line": s}); return string(b) }
 	for line, want := range map[string]string{
 		` { "b" : 1 , "a" : [ 2 , "\u0041" ] } `: `{"b":1,"a":[2,"\u0041"]}`,
@@ -114,5 +118,89 @@ func TestParseLogfmtUnterminatedQuote(t *testing.T) {
 		if got := parseLogfmt(line)["k"]; got != want {
 			t.Errorf("parseLogfmt(%q)[k] = %q, want %q", line, got, want)
 		}
+	}
+}
+
+// TestLineEncoderJSONFormatValidUTF8: a --format json line whose
+// strings hold invalid UTF-8 or a lone surrogate escape must still give an
+// event that is valid UTF-8 (and strict JSON), as every other format does.
+func TestLineEncoderJSONFormatValidUTF8(t *testing.T) {
+	e := newLineEncoder(Config{Format: "json", Event: "log"})
+	for _, line := range []string{"{\"a\":\"\xff\xfe\"}", "{\"\xc3\":1}", `{"a":"\ud800"}`, `{"a":1,"a":2}`} {
+		out := e.encode([]byte(line), "")
+		if !utf8.Valid(out) {
+			t.Errorf("line %q: event is not valid UTF-8: %q", line, out)
+		}
+		if strings.Contains(string(out), `\ud800"`) {
+			t.Errorf("line %q: event carries a lone surrogate: %s", line, out)
+		}
+		if strings.Count(string(out), `"a":`) > 1 {
+			t.Errorf("line %q: event carries a duplicate key: %s", line, out)
+		}
+	}
+}
+
+// FuzzAppendJSONString: event.AppendJSONString's quoting of any bytes
+// is valid UTF-8 and JSON, and decodes to what encoding/json's quoting of
+// the same bytes decodes to (each invalid byte a U+FFFD).
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "a\"b\\c", "\x00\x1f\x7f", "\xff\xfe", "\xed\xa0\x80", "\u2028\u2029", "\xe2\x80", "€\xc3(", "\r\n\t\b\f"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, s []byte) {
+		got := event.AppendJSONString([]byte("x"), s)
+		if !bytes.HasPrefix(got, []byte("x")) {
+			t.Fatalf("dst prefix lost: %q", got)
+		}
+		got = got[1:]
+		if !utf8.Valid(got) || !json.Valid(got) {
+			t.Fatalf("quoting %q gave %q: not valid UTF-8 JSON", s, got)
+		}
+		want, _ := json.Marshal(string(s))
+		var g, w string
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatal(err)
+		}
+		json.Unmarshal(want, &w)
+		if g != w {
+			t.Fatalf("quoting %q: decodes to %q; encoding/json's to %q", s, g, w)
+		}
+	})
+}
+
+// FuzzLineEncoderRaw: a raw line's event is valid UTF-8 JSON whose
+// props.line is the line (invalid bytes as U+FFFD).
+func FuzzLineEncoderRaw(f *testing.F) {
+	f.Add([]byte("plain"), "")
+	f.Add([]byte("\xff\x00\u2028"), "f-1-2")
+	f.Fuzz(func(t *testing.T, line []byte, id string) {
+		e := newLineEncoder(Config{Format: "raw", Event: "log", Key: id})
+		out := e.encode(line, id)
+		if !utf8.Valid(out) {
+			t.Fatalf("not UTF-8: %q", out)
+		}
+		var ev struct {
+			ID     string            `json:"id"`
+			AnonID string            `json:"anon_id"`
+			Props  map[string]string `json:"props"`
+		}
+		if err := json.Unmarshal(out, &ev); err != nil {
+			t.Fatalf("%v: %q", err, out)
+		}
+		var w string
+		b, _ := json.Marshal(string(line))
+		json.Unmarshal(b, &w)
+		if ev.Props["line"] != w {
+			t.Fatalf("line %q: props.line %q", line, ev.Props["line"])
+		}
+	})
+}
+
+// TestParseLogfmt: key=value pairs, quoted values with escapes, a bare key
+// is "true".
+func TestParseLogfmt(t *testing.T) {
+	m := parseLogfmt(`level=info msg="hello \"you\"" done n=3`)
+	if fmt.Sprint(m) != `map[done:true level:info msg:hello "you" n:3]` {
+		t.Errorf("logfmt: %v", m)
 	}
 }

@@ -1,54 +1,47 @@
-package app
+package ship
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
-// TestShipReviewJSONFormatOutputIsValidUTF8: a --format json line whose
-// strings hold invalid UTF-8 or a lone surrogate escape must still give an
-// event that is valid UTF-8 (and strict JSON), as every other format does.
-func TestShipReviewJSONFormatOutputIsValidUTF8(t *testing.T) {
-	e := newLineEncoder(ShipConfig{Format: "json", Event: "log"})
-	for _, line := range []string{"{\"a\":\"\xff\xfe\"}", "{\"\xc3\":1}", `{"a":"\ud800"}`, `{"a":1,"a":2}`} {
-		out := e.encode([]byte(line), "")
-		if !utf8.Valid(out) {
-			t.Errorf("line %q: event is not valid UTF-8: %q", line, out)
-		}
-		if strings.Contains(string(out), `\ud800"`) {
-			t.Errorf("line %q: event carries a lone surrogate: %s", line, out)
-		}
-		if strings.Count(string(out), `"a":`) > 1 {
-			t.Errorf("line %q: event carries a duplicate key: %s", line, out)
-		}
+// TestShipKafkaRefusesForGood: a topic that refuses every batch for good
+// (compacted, and ship's records have no key: INVALID_RECORD) ends ship
+// at once with an error that says so and counts the lines not
+// acknowledged, rather than sending the same batches again for ever.
+func TestShipKafkaRefusesForGood(t *testing.T) {
+	if os.Getenv("INLET_TEST_BROKERS") == "" {
+		t.Skip("needs a real Kafka (make test): the development broker does not refuse keyless records on a compacted topic")
+	}
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "ship-compact-")
+	testkit.CreateTopic(t, brokers, topic, 1, map[string]string{"cleanup.policy": "compact"})
+	cfg := testConfig(func(c *Config) { c.Brokers, c.Topic, c.BatchSize, c.StopTimeout = brokers, topic, 10, time.Second })
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	defer cancel()
+	err := Run(ctx, cfg, strings.NewReader(lines(0, 20)), testkit.Logger(t))
+	if ctx.Err() != nil {
+		t.Fatalf("ship did not end in 45 s (%v): it sends batches Kafka refuses for good again and again", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "for good") || !strings.Contains(err.Error(), "INVALID_RECORD") || !strings.Contains(err.Error(), "of 20 lines read were not acknowledged") {
+		t.Fatalf("ship: %v; want Kafka's refusal for good, with the count of the lines not acknowledged", err)
 	}
 }
 
-// TestShipReviewLogfmtUnterminatedQuote: k="abc (no closing quote) must
-// keep the value's last byte.
-func TestShipReviewLogfmtUnterminatedQuote(t *testing.T) {
-	for line, want := range map[string]string{`k="abc`: "abc", `k="a\`: `a\`, `k="`: ""} {
-		m := parseLogfmt(line)
-		if m["k"] != want {
-			t.Errorf("parseLogfmt(%q)[k] = %q; want %q", line, m["k"], want)
-		}
-	}
-}
-
-// TestShipReviewTopicLimitBelowBatch: ship to a topic whose
+// TestShipTopicLimitBelowBatch: ship to a topic whose
 // max.message.bytes (4096) is below a batch of its lines (10 x 1 KB) and
 // below one line (5 KB). Ship must end: the small lines delivered, the
 // line too large alone counted as rejected; not retry the same batch for ever.
-func TestShipReviewTopicLimitBelowBatch(t *testing.T) {
+func TestShipTopicLimitBelowBatch(t *testing.T) {
 	brokers := testkit.Brokers(t)
 	topic := testkit.Unique(t, "ship-small-")
 	testkit.CreateTopic(t, brokers, topic, 1, map[string]string{"max.message.bytes": "4096"})
@@ -59,11 +52,11 @@ func TestShipReviewTopicLimitBelowBatch(t *testing.T) {
 		}
 		fmt.Fprintf(&in, "%04d %s\n", i, rndText(1000))
 	}
-	cfg := parseShip(t, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--batch-size", "10", "--stop-timeout", "1s")
+	cfg := testConfig(func(c *Config) { c.Brokers, c.Topic, c.BatchSize, c.StopTimeout = brokers, topic, 10, time.Second })
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
 	start := time.Now()
-	err := Ship(ctx, cfg, strings.NewReader(in.String()), testkit.Logger(t))
+	err := Run(ctx, cfg, strings.NewReader(in.String()), testkit.Logger(t))
 	if ctx.Err() != nil {
 		t.Fatalf("ship did not end in 45s (%v): it retries the batch Kafka refuses as too large for ever", err)
 	}
@@ -103,15 +96,15 @@ func rndText(n int) string {
 	return string(b)
 }
 
-// TestShipReviewLineJustUnderTheLimit: a line whose event is 1,000,000
+// TestShipLineJustUnderTheLimit: a line whose event is 1,000,000
 // bytes, under KafkaSink's 1,000,012 check but over franz-go's batch limit
 // once the batch's own 70-odd bytes are added: ship must end (the line
 // delivered or counted as rejected), on a topic with Kafka's defaults.
-func TestShipReviewLineJustUnderTheLimit(t *testing.T) {
+func TestShipLineJustUnderTheLimit(t *testing.T) {
 	brokers := testkit.Brokers(t)
 	topic := testkit.Unique(t, "ship-edge-")
 	testkit.CreateTopic(t, brokers, topic, 1, nil)
-	cfg := parseShip(t, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--batch-size", "10", "--stop-timeout", "1s")
+	cfg := testConfig(func(c *Config) { c.Brokers, c.Topic, c.BatchSize, c.StopTimeout = brokers, topic, 10, time.Second })
 	e := newLineEncoder(cfg)
 	over := len(e.encode([]byte("x"), "")) - 1
 	line := rndText(1_000_000 - over)
@@ -120,7 +113,7 @@ func TestShipReviewLineJustUnderTheLimit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := Ship(ctx, cfg, strings.NewReader("a\n"+line+"\nb\n"), testkit.Logger(t))
+	err := Run(ctx, cfg, strings.NewReader("a\n"+line+"\nb\n"), testkit.Logger(t))
 	if ctx.Err() != nil {
 		t.Fatalf("ship did not end in 30s (%v)", err)
 	}

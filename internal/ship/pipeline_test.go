@@ -1,4 +1,4 @@
-package app
+package ship
 
 import (
 	"context"
@@ -10,41 +10,63 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/relay"
 	"github.com/inlet-dev/inlet/internal/testkit"
 	"github.com/inlet-dev/inlet/logship"
 )
 
-// fakePipe is a shipPipe whose sends wait until the test answers them.
+// fakePipe is a pipelining sink whose sends wait until the test answers
+// them.
 type fakePipe struct {
 	mu      sync.Mutex
-	sends   []fakeSend
+	sends   []*fakeSend
 	resumes int
-	// auto, if set, answers each send at once (and the send is not kept).
-	auto func(recs [][]byte) error
+	// auto, if set, answers each send at once (and the send is not kept);
+	// after it failed one, every send fails at once until Resume, as a
+	// KafkaSink refuses sends after a failure.
+	auto     func(recs [][]byte) error
+	refusing bool
 }
 
+// fakeSend is a send and its answer, err once done is closed.
 type fakeSend struct {
 	lines int
-	done  func(error)
+	done  chan struct{}
+	err   error
 }
 
-func (p *fakePipe) Send(_ context.Context, recs [][]byte, done func(error)) {
-	if p.auto != nil {
-		done(p.auto(recs))
-		return
+func (f *fakeSend) Wait(ctx context.Context) error {
+	select {
+	case <-f.done:
+		return f.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
+}
+
+func (p *fakePipe) Send(_ context.Context, recs [][]byte) (relay.Pending, error) {
+	f := &fakeSend{lines: len(recs), done: make(chan struct{})}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.sends = append(p.sends, fakeSend{len(recs), done})
+	if p.auto != nil {
+		if p.refusing {
+			return nil, errFakeDown
+		}
+		f.err = p.auto(recs)
+		p.refusing = f.err != nil
+		close(f.done)
+		return f, nil
+	}
+	p.sends = append(p.sends, f)
+	return f, nil
 }
 
 func (p *fakePipe) Resume() {
 	p.mu.Lock()
 	p.resumes++
+	p.refusing = false
 	p.mu.Unlock()
 }
-
-func (p *fakePipe) Close(context.Context) error { return nil }
 
 func (p *fakePipe) count() int {
 	p.mu.Lock()
@@ -55,9 +77,10 @@ func (p *fakePipe) count() int {
 // answer answers send i (in the order sent) with err.
 func (p *fakePipe) answer(i int, err error) {
 	p.mu.Lock()
-	done := p.sends[i].done
+	f := p.sends[i]
 	p.mu.Unlock()
-	done(err)
+	f.err = err
+	close(f.done)
 }
 
 var errFakeDown = errors.New("fake pipe down")
@@ -71,13 +94,13 @@ func TestShipCheckpointWithBatchesInFlight(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "app.log")
 	appendTo(t, path, lines(0, 50))
-	cfg := parseShip(t, "--file", path, "--batch-size", "10", "--brokers", "127.0.0.1:1", "--topic", "t")
+	cfg := testConfig(func(c *Config) { c.File, c.BatchSize, c.Brokers, c.Topic = path, 10, []string{"127.0.0.1:1"}, "t" })
 	p := &fakePipe{}
-	cfg.testPipe = p
+	cfg.testSink, cfg.testResume = p, p.Resume
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	res := make(chan error, 1)
-	go func() { res <- Ship(ctx, cfg, nil, testkit.Logger(t)) }()
+	go func() { res <- Run(ctx, cfg, nil, testkit.Logger(t)) }()
 
 	pos := func() int64 { return readPos(t, cfg.Checkpoint).Offset }
 	after := func(n int) int64 { return int64(len(lines(0, n))) }
@@ -107,7 +130,7 @@ func TestShipCheckpointWithBatchesInFlight(t *testing.T) {
 	testkit.WaitFor(t, 10*time.Second, "the checkpoint at the end", func() bool { return pos() == after(50) })
 	cancel()
 	if err := <-res; err != nil {
-		t.Errorf("Ship: %v, want nil: every line acknowledged", err)
+		t.Errorf("Run: %v, want nil: every line acknowledged", err)
 	}
 	if p.resumes != 2 {
 		t.Errorf("%d resumes, want one per failure", p.resumes)
@@ -132,14 +155,14 @@ func TestShipBatchRefusedTooLarge(t *testing.T) {
 		}
 		return nil
 	}}
-	cfg := parseShip(t, "--batch-size", "10", "--brokers", "127.0.0.1:1", "--topic", "t")
-	cfg.testPipe = p
+	cfg := testConfig(func(c *Config) { c.BatchSize, c.Brokers, c.Topic = 10, []string{"127.0.0.1:1"}, "t" })
+	cfg.testSink, cfg.testResume = p, p.Resume
 	in := lines(0, 17) + "huge\n" + lines(17, 30)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	err := Ship(ctx, cfg, strings.NewReader(in), testkit.Logger(t))
+	err := Run(ctx, cfg, strings.NewReader(in), testkit.Logger(t))
 	if ctx.Err() != nil || err == nil || !strings.Contains(err.Error(), "1 of 31") || !strings.Contains(err.Error(), "1 rejected") {
-		t.Fatalf("Ship: %v; want it to end with the one line rejected", err)
+		t.Fatalf("Run: %v; want it to end with the one line rejected", err)
 	}
 	if len(landed) != 30 {
 		t.Fatalf("%d lines landed, want 30", len(landed))

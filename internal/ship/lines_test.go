@@ -1,4 +1,4 @@
-package app
+package ship
 
 import (
 	"bytes"
@@ -16,8 +16,8 @@ import (
 func TestReadLinesSplitsLongLines(t *testing.T) {
 	long := strings.Repeat("é€x", (1300<<10)/6)
 	in := "first\r\n" + long + "\nlast"
-	enc := newLineEncoder(ShipConfig{Format: "raw", Event: "log"})
-	out := make(chan shipLine, 16)
+	enc := newLineEncoder(Config{Format: "raw", Event: "log"})
+	out := make(chan record, 16)
 	if err := readLines(context.Background(), strings.NewReader(in), enc, out); err != nil {
 		t.Fatal(err)
 	}

@@ -11,13 +11,13 @@ import (
 	"github.com/inlet-dev/inlet/internal/event"
 )
 
-// TestReviewWindowsOfMixedSizes: records from a few bytes to several MiB
+// TestReaderWindowsOfMixedSizes: records from a few bytes to several MiB
 // (around the 256 KiB window and the 64..512 KiB buffer sizes, and past
 // them), in small segments, read in default windows with every window's
 // buffer recycled as soon as it is read (as after Kafka's acknowledgement),
 // arrive once each, whole, in order; a reopened spool replays from the
 // acknowledged position, losing none.
-func TestReviewWindowsOfMixedSizes(t *testing.T) {
+func TestReaderWindowsOfMixedSizes(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cfg := testConfig(dir)
