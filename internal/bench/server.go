@@ -1,14 +1,16 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // ServerStats is what a target's Prometheus /metrics said during a run:
@@ -77,7 +79,8 @@ func (s *Sampler) sample() {
 	s.stats.InFlightPeak = max(s.stats.InFlightPeak, inFlight)
 }
 
-// read returns process_resident_memory_bytes and the in-flight gauge.
+// read returns process_resident_memory_bytes and the in-flight gauge (the
+// sum of its series), read with Prometheus' text parser.
 func (s *Sampler) read() (rss, inFlight int64, err error) {
 	resp, err := s.client.Get(s.url)
 	if err != nil {
@@ -87,29 +90,27 @@ func (s *Sampler) read() (rss, inFlight int64, err error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, 0, fmt.Errorf("status %s", resp.Status)
 	}
-	found := false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
-		}
-		v, perr := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if perr != nil {
-			continue
-		}
-		switch name {
-		case "process_resident_memory_bytes":
-			rss, found = int64(v), true
-		case s.inFlight:
-			inFlight = int64(v)
-		}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, maxMetricsBytes))
+	if err != nil {
+		return 0, 0, err
 	}
-	if !found {
+	mem, ok := families["process_resident_memory_bytes"]
+	if !ok {
 		return 0, 0, fmt.Errorf("no process_resident_memory_bytes in %s", s.url)
 	}
-	return rss, inFlight, sc.Err()
+	return int64(sum(mem)), int64(sum(families[s.inFlight])), nil
+}
+
+// maxMetricsBytes bounds the /metrics answer read.
+const maxMetricsBytes = 16 << 20
+
+// sum is the sum of the values of a family's gauges or untyped series.
+func sum(mf *dto.MetricFamily) (v float64) {
+	for _, m := range mf.GetMetric() {
+		v += m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+	}
+	return v
 }
 
 // Stop takes a last sample, stops sampling and returns the figures.
