@@ -16,6 +16,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/inlet-dev/inlet/internal/bench"
+	"github.com/inlet-dev/inlet/internal/bench/loadclient"
+	"github.com/inlet-dev/inlet/internal/bench/report"
 	"github.com/inlet-dev/inlet/internal/verify"
 )
 
@@ -67,7 +69,7 @@ func reportFlags(fs *flag.FlagSet, json, hgrm, html, cpuProfile *string) {
 // BenchHTTPConfig configures `inlet bench http`.
 type BenchHTTPConfig struct {
 	Run  bench.Config
-	HTTP bench.HTTPConfig
+	HTTP loadclient.HTTPConfig
 	// BodyFile, if set, is read into HTTP.Body.
 	BodyFile string
 	// TLSCAFile is the PEM file of the CAs that sign an https:// target's
@@ -126,12 +128,12 @@ func (f *headerFlag) Set(s string) error {
 
 // ParseBenchHTTP parses `inlet bench http` arguments and environment.
 func ParseBenchHTTP(args []string, env Env) (BenchHTTPConfig, error) {
-	return parseBench("http", args, env, bench.DefaultHTTPConfig(), nil)
+	return parseBench("http", args, env, loadclient.DefaultHTTPConfig(), nil)
 }
 
 // parseBench parses the flags `inlet bench http` and `inlet bench rpc`
 // share; extra adds a subcommand's own.
-func parseBench(sub string, args []string, env Env, h0 bench.HTTPConfig, extra func(*flag.FlagSet)) (BenchHTTPConfig, error) {
+func parseBench(sub string, args []string, env Env, h0 loadclient.HTTPConfig, extra func(*flag.FlagSet)) (BenchHTTPConfig, error) {
 	cfg := BenchHTTPConfig{Run: bench.DefaultConfig(), HTTP: h0}
 	fs := newFlags("bench "+sub, env)
 	if extra != nil {
@@ -254,7 +256,7 @@ func runBenchHTTP(ctx context.Context, args []string, env Env) error {
 // BenchHTTP runs `inlet bench http`. It writes the start of the run to
 // progress, and a live progress line once a second if progress is a
 // terminal.
-func BenchHTTP(ctx context.Context, cfg BenchHTTPConfig, progress io.Writer) (*bench.Report, error) {
+func BenchHTTP(ctx context.Context, cfg BenchHTTPConfig, progress io.Writer) (*report.Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -268,7 +270,7 @@ func BenchHTTP(ctx context.Context, cfg BenchHTTPConfig, progress io.Writer) (*b
 		}
 		cfg.HTTP.TLS = tc
 	}
-	target, err := bench.NewHTTP(cfg.HTTP)
+	target, err := loadclient.NewHTTP(cfg.HTTP)
 	if err != nil {
 		return nil, err
 	}
@@ -286,7 +288,7 @@ func BenchHTTP(ctx context.Context, cfg BenchHTTPConfig, progress io.Writer) (*b
 	if live {
 		r.Progress = func(p bench.Progress) { fmt.Fprintf(progress, "\r\x1b[K%s", progressLine(p)) }
 	}
-	var rep *bench.Report
+	var rep *report.Report
 	if async := target.Async(); async != nil {
 		// No goroutine per request in flight (h2c): see bench.RunAsync.
 		rep, err = bench.RunAsync(ctx, r, async)
@@ -349,7 +351,7 @@ func (fs *reportFiles) close() {
 
 // writeBenchReports writes the text summary and the report files, and
 // fails a run in which no request succeeded.
-func writeBenchReports(rep *bench.Report, cfg BenchHTTPConfig, files *reportFiles, env Env) error {
+func writeBenchReports(rep *report.Report, cfg BenchHTTPConfig, files *reportFiles, env Env) error {
 	summary := env.Stdout
 	if cfg.JSON == "-" {
 		summary = env.Stderr
@@ -391,9 +393,9 @@ type BenchRPCConfig struct {
 // ParseBenchRPC parses `inlet bench rpc` arguments and environment.
 func ParseBenchRPC(args []string, env Env) (BenchRPCConfig, error) {
 	rc := BenchRPCConfig{Service: "echo", Timeout: 10 * time.Second}
-	h0 := bench.DefaultHTTPConfig()
+	h0 := loadclient.DefaultHTTPConfig()
 	h0.URL = "http://127.0.0.1:8080"
-	h0.Client = bench.ClientH2C
+	h0.Client = loadclient.ClientH2C
 	h0.Connections = 20000 // in flight: h2c multiplexes them over few connections
 	h0.Events, h0.EventBytes = 1, 100
 	cfg, err := parseBench("rpc", args, env, h0, func(fs *flag.FlagSet) {
@@ -434,9 +436,9 @@ func runBenchRPC(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	var sampler *bench.Sampler
+	var sampler *loadclient.Sampler
 	if cfg.MetricsURL != "none" {
-		if sampler, err = bench.StartSampler(cfg.MetricsURL, "inlet_rpc_in_flight", 250*time.Millisecond); err != nil {
+		if sampler, err = loadclient.StartSampler(cfg.MetricsURL, "inlet_rpc_in_flight", 250*time.Millisecond); err != nil {
 			stop()
 			return err
 		}

@@ -13,6 +13,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/inlet-dev/inlet/internal/bench"
+	"github.com/inlet-dev/inlet/internal/bench/loadclient"
+	"github.com/inlet-dev/inlet/internal/bench/report"
 )
 
 // BenchCatalogConfig configures `inlet bench grpc`, `inlet bench thrift`
@@ -20,7 +22,7 @@ import (
 type BenchCatalogConfig struct {
 	Run bench.Config
 	// Targets are the protocols to run, in order, each with its address.
-	Targets []bench.CatalogConfig
+	Targets []loadclient.CatalogConfig
 	// Prefill looks every key up once before the run (not with Miss), so
 	// that the run measures cached hits.
 	Prefill bool
@@ -108,7 +110,7 @@ func redactFlags(args []string, names ...string) []string {
 // --thrift-target.
 func ParseBenchCatalog(sub string, args []string, env Env) (BenchCatalogConfig, error) {
 	cfg := BenchCatalogConfig{Run: bench.DefaultConfig(), Prefill: true}
-	t := bench.DefaultCatalogConfig()
+	t := loadclient.DefaultCatalogConfig()
 	t.Connections = 16
 	r := &cfg.Run
 	fs := newFlags("bench "+sub, env)
@@ -181,9 +183,9 @@ func ParseBenchCatalog(sub string, args []string, env Env) (BenchCatalogConfig, 
 			tc := t
 			tc.Proto = p
 			switch p {
-			case bench.ProtoGRPC:
+			case loadclient.ProtoGRPC:
 				tc.Addr = grpcTarget
-			case bench.ProtoThrift:
+			case loadclient.ProtoThrift:
 				tc.Addr = thriftTarget
 			default:
 				return cfg, usage(fmt.Errorf("--proto %q: want grpc, thrift or grpc,thrift", protos))
@@ -196,7 +198,7 @@ func ParseBenchCatalog(sub string, args []string, env Env) (BenchCatalogConfig, 
 		}
 	default:
 		t.Proto, t.Addr = sub, target
-		cfg.Targets = []bench.CatalogConfig{t}
+		cfg.Targets = []loadclient.CatalogConfig{t}
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, usage(err)
@@ -245,14 +247,14 @@ func (c BenchCatalogConfig) reports(proto string) BenchHTTPConfig {
 // CatalogRun is one protocol's run of `inlet bench grpc|thrift|catalog`.
 type CatalogRun struct {
 	Proto  string            `json:"proto"`
-	Report *bench.Report     `json:"report"`
+	Report *report.Report    `json:"report"`
 	Auth   CatalogAuthReport `json:"auth"`
 }
 
 // CatalogAuthReport says how the run's lookups presented the credentials.
 type CatalogAuthReport struct {
 	Mode string `json:"mode"` // session or secret; "" without credentials
-	bench.CatalogAuthStats
+	loadclient.CatalogAuthStats
 }
 
 // BenchCatalog runs each target of cfg in turn: the prefill, then the run.
@@ -276,8 +278,8 @@ func BenchCatalog(ctx context.Context, cfg BenchCatalogConfig, progress io.Write
 	return runs, nil
 }
 
-func benchCatalogOne(ctx context.Context, cfg BenchCatalogConfig, tc bench.CatalogConfig, progress io.Writer) (CatalogRun, error) {
-	target, err := bench.NewCatalog(tc)
+func benchCatalogOne(ctx context.Context, cfg BenchCatalogConfig, tc loadclient.CatalogConfig, progress io.Writer) (CatalogRun, error) {
+	target, err := loadclient.NewCatalog(tc)
 	if err != nil {
 		return CatalogRun{}, err
 	}
@@ -375,7 +377,7 @@ func authLine(a CatalogAuthReport) string {
 	switch a.Mode {
 	case "":
 		return "no credentials sent"
-	case bench.AuthSecret:
+	case loadclient.AuthSecret:
 		return fmt.Sprintf("the secret on every call (%d calls)", a.Secret)
 	}
 	return fmt.Sprintf("session tokens: %d calls presented the secret, %d a session token; %d tokens taken from answers, %d refused (then the secret again)",
@@ -385,7 +387,7 @@ func authLine(a CatalogAuthReport) string {
 // writeSideBySide prints the runs' main figures in columns.
 func writeSideBySide(w io.Writer, runs []CatalogRun) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	row := func(name string, cell func(r *bench.Report) string) {
+	row := func(name string, cell func(r *report.Report) string) {
 		fmt.Fprintf(tw, "%s\t", name)
 		for _, run := range runs {
 			fmt.Fprintf(tw, "%s\t", cell(run.Report))
@@ -398,22 +400,22 @@ func writeSideBySide(w io.Writer, runs []CatalogRun) {
 		fmt.Fprintf(tw, "%s\t", run.Proto)
 	}
 	fmt.Fprintln(tw)
-	row("lookups/s ok", func(r *bench.Report) string { return fmt.Sprintf("%.0f", r.EventsPerSec) })
-	row("lookups", func(r *bench.Report) string { return fmt.Sprint(r.Requests) })
-	row("ok %", func(r *bench.Report) string { return fmt.Sprintf("%.2f", 100*r.SuccessRatio) })
-	row("dropped", func(r *bench.Report) string { return fmt.Sprint(r.Dropped) })
+	row("lookups/s ok", func(r *report.Report) string { return fmt.Sprintf("%.0f", r.EventsPerSec) })
+	row("lookups", func(r *report.Report) string { return fmt.Sprint(r.Requests) })
+	row("ok %", func(r *report.Report) string { return fmt.Sprintf("%.2f", 100*r.SuccessRatio) })
+	row("dropped", func(r *report.Report) string { return fmt.Sprint(r.Dropped) })
 	ms := func(v float64) string { return fmt.Sprintf("%.3f", v) }
-	row("mean ms", func(r *bench.Report) string { return ms(r.Latency.Mean) })
-	row("p50 ms", func(r *bench.Report) string { return ms(r.Latency.P50) })
-	row("p90 ms", func(r *bench.Report) string { return ms(r.Latency.P90) })
-	row("p99 ms", func(r *bench.Report) string { return ms(r.Latency.P99) })
-	row("p99.9 ms", func(r *bench.Report) string { return ms(r.Latency.P999) })
-	row("max ms", func(r *bench.Report) string { return ms(r.Latency.Max) })
-	row("errors", func(r *bench.Report) string {
+	row("mean ms", func(r *report.Report) string { return ms(r.Latency.Mean) })
+	row("p50 ms", func(r *report.Report) string { return ms(r.Latency.P50) })
+	row("p90 ms", func(r *report.Report) string { return ms(r.Latency.P90) })
+	row("p99 ms", func(r *report.Report) string { return ms(r.Latency.P99) })
+	row("p99.9 ms", func(r *report.Report) string { return ms(r.Latency.P999) })
+	row("max ms", func(r *report.Report) string { return ms(r.Latency.Max) })
+	row("errors", func(r *report.Report) string {
 		var parts []string
 		keys := make([]string, 0, len(r.Status))
 		for k := range r.Status {
-			if k != bench.StatusOK {
+			if k != loadclient.StatusOK {
 				keys = append(keys, k)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/bench/loadclient"
+	"github.com/inlet-dev/inlet/internal/bench/report"
 	"github.com/inlet-dev/inlet/internal/cliflag"
 
 	"github.com/inlet-dev/inlet/internal/bench"
@@ -18,7 +20,7 @@ import (
 // BenchKafkaConfig configures `inlet bench kafka`.
 type BenchKafkaConfig struct {
 	Run   bench.Config
-	Kafka bench.KafkaConfig
+	Kafka loadclient.KafkaConfig
 	// Records, if positive, measures that many records instead of
 	// Run.Duration; WarmupRecords, if positive, leaves that many out first
 	// instead of Run.Warmup.
@@ -83,7 +85,7 @@ func (f warmupFlag) Set(s string) error {
 
 // ParseBenchKafka parses `inlet bench kafka` arguments and environment.
 func ParseBenchKafka(args []string, env Env) (BenchKafkaConfig, error) {
-	cfg := BenchKafkaConfig{Run: bench.DefaultConfig(), Kafka: bench.DefaultKafkaConfig()}
+	cfg := BenchKafkaConfig{Run: bench.DefaultConfig(), Kafka: loadclient.DefaultKafkaConfig()}
 	cfg.Run.Timeout = 30 * time.Second
 	r, k := &cfg.Run, &cfg.Kafka
 	fs := newFlags("bench kafka", env)
@@ -159,12 +161,12 @@ func runBenchKafka(ctx context.Context, args []string, env Env) error {
 // BenchKafka runs `inlet bench kafka`. It writes the start of the run to
 // progress, and a live progress line once a second if progress is a
 // terminal. stats is nil unless the run is end to end.
-func BenchKafka(ctx context.Context, cfg BenchKafkaConfig, progress io.Writer) (rep *bench.Report, stats *bench.KafkaStats, err error) {
+func BenchKafka(ctx context.Context, cfg BenchKafkaConfig, progress io.Writer) (rep *report.Report, stats *loadclient.KafkaStats, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, err
 	}
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	target, err := bench.NewKafka(setup, cfg.Kafka)
+	target, err := loadclient.NewKafka(setup, cfg.Kafka)
 	cancel()
 	if err != nil {
 		return nil, nil, err
@@ -205,7 +207,7 @@ func BenchKafka(ctx context.Context, cfg BenchKafkaConfig, progress io.Writer) (
 
 // perfTestLine sums a run up as kafka-producer-perf-test does, for
 // comparison with it.
-func perfTestLine(rep *bench.Report, k bench.KafkaConfig, stats *bench.KafkaStats) string {
+func perfTestLine(rep *report.Report, k loadclient.KafkaConfig, stats *loadclient.KafkaStats) string {
 	l := rep.Latency
 	mb := rep.EventsPerSec * float64(k.RecordBytes) / (1 << 20)
 	what := "latency"

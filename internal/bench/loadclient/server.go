@@ -1,4 +1,4 @@
-package bench
+package loadclient
 
 import (
 	"context"
@@ -8,23 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/bench/report"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
-
-// ServerStats is what a target's Prometheus /metrics said during a run:
-// its resident memory, idle (before the run) and at its peak, and the most
-// requests it held in flight. BytesPerInFlight is the memory growth over
-// idle divided by that peak.
-type ServerStats struct {
-	URL              string  `json:"metrics_url"`
-	Samples          int     `json:"samples"`
-	InFlightPeak     int64   `json:"in_flight_peak"`
-	RSSIdle          int64   `json:"rss_idle_bytes"`
-	RSSPeak          int64   `json:"rss_peak_bytes"`
-	BytesPerInFlight float64 `json:"bytes_per_in_flight,omitempty"`
-}
 
 // Sampler reads a target's /metrics on an interval, in the background.
 type Sampler struct {
@@ -35,7 +23,7 @@ type Sampler struct {
 	done     chan struct{}
 
 	mu    sync.Mutex
-	stats ServerStats
+	stats report.ServerStats
 }
 
 // StartSampler reads url once now (the idle figures; it fails if url cannot
@@ -114,7 +102,7 @@ func sum(mf *dto.MetricFamily) (v float64) {
 }
 
 // Stop takes a last sample, stops sampling and returns the figures.
-func (s *Sampler) Stop() *ServerStats {
+func (s *Sampler) Stop() *report.ServerStats {
 	s.cancel()
 	<-s.done
 	s.sample()
