@@ -127,7 +127,7 @@ func TestBenchCatalogSessionTokenReuse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err, errb)
 		}
-		runs, err := BenchCatalog(t.Context(), cfg, errb)
+		runs, err := loadclient.BenchCatalog(t.Context(), cfg, errb)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -80,10 +80,12 @@ func (c LoadConfig) Validate() error {
 		return errors.New("verify: nothing to send: set a number of events or a duration")
 	case c.Batch < 1 || c.Concurrency < 1:
 		return errors.New("verify: batch and concurrency must be at least 1")
+	case c.Concurrency > 100000:
+		return errors.New("verify: concurrency at most 100000 (the load engine's workers)")
 	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
 		return fmt.Errorf("verify: rate %v: want events per second, or 0 for as fast as possible", c.Rate)
-	case c.Timeout <= 0:
-		return errors.New("verify: timeout must be positive")
+	case c.Timeout <= 0 || c.Timeout > time.Minute:
+		return errors.New("verify: timeout must be positive and at most 1m (the load engine's latency range)")
 	case c.EventName == "" || len(c.EventName) > 128:
 		return errors.New("verify: event name must be 1 to 128 bytes")
 	case c.Run == "" || len(c.Run) > maxRunLen:

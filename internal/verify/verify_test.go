@@ -171,6 +171,8 @@ func TestLoadConfigValidate(t *testing.T) {
 		{"zero concurrency", func(c *LoadConfig) { c.Concurrency = 0 }},
 		{"negative rate", func(c *LoadConfig) { c.Rate = -5 }},
 		{"zero timeout", func(c *LoadConfig) { c.Timeout = 0 }},
+		{"timeout past the engine's range", func(c *LoadConfig) { c.Timeout = 2 * time.Minute }},
+		{"concurrency past the engine's", func(c *LoadConfig) { c.Concurrency = 100001 }},
 		{"empty run", func(c *LoadConfig) { c.Run = "" }},
 		{"run with a quote", func(c *LoadConfig) { c.Run = `a"b` }},
 		{"long run", func(c *LoadConfig) { c.Run = string(make([]byte, 101)) }},
