@@ -44,6 +44,8 @@ import (
 // back. A write that makes no progress for writeTimeout fails its
 // connection too. Requests a GOAWAY left unprocessed go over another
 // connection.
+//
+// Kept over x/net's http2.Transport at 4,000 calls/s, 16,000 in flight: 120 vs 192 µs of CPU a call, 55 vs 403 MB, send lag p99 0.12 vs 4.9 ms (BENCHMARKS.md, issue 28).
 type h2cClient struct {
 	addr      string // host:port to dial
 	method    string
