@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -68,6 +69,8 @@ func TestBenchH1Answers(t *testing.T) {
 		"/http10":   "HTTP/1.0 200 OK\r\n\r\nuntil the end",
 		"/garbage":  "SMTP ready\r\n\r\n",
 		"/short":    "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf",
+		// A header past maxHeaderBytes in lines of 1 KiB: refused, not held.
+		"/bigheader": "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Pad: "+strings.Repeat("x", 1017)+"\r\n", 1100) + "Content-Length: 2\r\n\r\nok",
 		// Keeps the connection open, then closes it without saying so.
 		"/idle-close": "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
 	}
@@ -89,6 +92,7 @@ func TestBenchH1Answers(t *testing.T) {
 		{"/idle-close", 200, 0, 3, ""}, // retried on a new connection
 		{"/garbage", 0, 0, 3, bench.KindOther},
 		{"/short", 200, 4, 3, bench.KindClosed},
+		{"/bigheader", 0, 0, 3, bench.KindOther},
 		{"/echo", 200, 9, 1, ""},
 	}
 	for _, tc := range cases {
