@@ -278,7 +278,7 @@ func (st *h2cStream) result(err error) bench.Result {
 	if err != nil {
 		return bench.Result{Err: err, Sent: st.size, Received: st.received, Events: st.events}
 	}
-	return bench.Result{Status: statusText(st.status), OK: st.status/100 == 2, Sent: st.size, Received: st.received, Events: st.events}
+	return bench.Result{Status: strconv.Itoa(st.status), OK: st.status/100 == 2, Sent: st.size, Received: st.received, Events: st.events}
 }
 
 // h2cSession is one connection of the client and the requests on it. Its

@@ -239,7 +239,7 @@ func (h *HTTP) Do(ctx context.Context) bench.Result {
 		if err != nil {
 			return bench.Result{Err: err, Sent: n, Received: got, Events: events}
 		}
-		return bench.Result{Status: statusText(code), OK: code/100 == 2, Sent: n, Received: got, Events: events}
+		return bench.Result{Status: strconv.Itoa(code), OK: code/100 == 2, Sent: n, Received: got, Events: events}
 	}
 	// A *bytes.Reader lets the transport send headers and body in one
 	// write; another reader would cost a second one.
@@ -260,7 +260,7 @@ func (h *HTTP) Do(ctx context.Context) bench.Result {
 	if err != nil {
 		return bench.Result{Err: fmt.Errorf("reading the answer after status %d: %w", resp.StatusCode, err), Sent: n, Received: got, Events: events}
 	}
-	return bench.Result{Status: statusText(resp.StatusCode), OK: resp.StatusCode/100 == 2, Sent: n, Received: got, Events: events}
+	return bench.Result{Status: strconv.Itoa(resp.StatusCode), OK: resp.StatusCode/100 == 2, Sent: n, Received: got, Events: events}
 }
 
 // body makes the next request's body from the template. The body is the
@@ -312,18 +312,4 @@ func (h *HTTP) batch(b []byte) []byte {
 		b = append(b, tail...)
 	}
 	return append(b, ']')
-}
-
-var statusTexts = func() (s [600]string) {
-	for i := 100; i < len(s); i++ {
-		s[i] = strconv.Itoa(i)
-	}
-	return
-}()
-
-func statusText(code int) string {
-	if code >= 100 && code < len(statusTexts) {
-		return statusTexts[code]
-	}
-	return strconv.Itoa(code)
 }
