@@ -28,6 +28,8 @@ import (
 // answer, Content-Length, chunked, or up to the close of the connection;
 // 1xx interim answers are skipped. It is safe for concurrent use; it holds
 // at most Connections connections.
+//
+// Kept over net/http's client, closed loop of 100 connections to cmd/noop: 58,973 vs 37,118 req/s, 15.8 vs 25.6 µs of CPU a request (BENCHMARKS.md, issue 28).
 type h1Client struct {
 	addr   string
 	tls    *tls.Config // nil for http://
