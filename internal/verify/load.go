@@ -23,7 +23,8 @@ type LoadConfig struct {
 	// Target is the gateway's base URL, http://host:port; events go to
 	// Target + "/v1/batch".
 	Target string
-	// Events is how many events to send; 0 sends until Duration ends.
+	// Events is how many events to send; 0 sends until Duration ends. One
+	// of Events and Duration is set.
 	Events int
 	// Batch is the number of events per request.
 	Batch int
@@ -31,7 +32,7 @@ type LoadConfig struct {
 	Concurrency int
 	// Rate is events per second; 0 sends as fast as the gateway answers.
 	Rate float64
-	// Duration stops sending after this long; 0 is no limit. Requests in
+	// Duration, with Events 0, stops sending after this long. Requests in
 	// flight then are finished.
 	Duration time.Duration
 	// Timeout bounds one request, answer included.
@@ -78,6 +79,8 @@ func (c LoadConfig) Validate() error {
 		return errors.New("verify: duration must not be negative")
 	case c.Events == 0 && c.Duration == 0:
 		return errors.New("verify: nothing to send: set a number of events or a duration")
+	case c.Events > 0 && c.Duration > 0:
+		return errors.New("verify: a number of events or a duration, not both")
 	case c.Batch < 1 || c.Concurrency < 1:
 		return errors.New("verify: batch and concurrency must be at least 1")
 	case c.Concurrency > 100000:
@@ -152,10 +155,9 @@ func Load(ctx context.Context, cfg LoadConfig, l *Ledger) error {
 		// A late batch waits for a worker, however late: none is dropped.
 		run.Rate, run.MaxLag = cfg.Rate/float64(cfg.Batch), 24*time.Hour
 	}
-	var batches int64
+	var batches int64 // 0: Duration ends the run
 	if cfg.Events > 0 {
 		batches = int64((cfg.Events + cfg.Batch - 1) / cfg.Batch)
-		run.Duration = time.Hour // not used: the count ends the run
 	}
 	if _, err := bench.RunCount(ctx, run, 0, batches, s.send); err != nil {
 		return fmt.Errorf("verify: %w", err)

@@ -173,6 +173,7 @@ func TestLoadConfigValidate(t *testing.T) {
 		{"zero timeout", func(c *LoadConfig) { c.Timeout = 0 }},
 		{"timeout past the engine's range", func(c *LoadConfig) { c.Timeout = 2 * time.Minute }},
 		{"concurrency past the engine's", func(c *LoadConfig) { c.Concurrency = 100001 }},
+		{"events and a duration", func(c *LoadConfig) { c.Duration = time.Second }},
 		{"empty run", func(c *LoadConfig) { c.Run = "" }},
 		{"run with a quote", func(c *LoadConfig) { c.Run = `a"b` }},
 		{"long run", func(c *LoadConfig) { c.Run = string(make([]byte, 101)) }},
