@@ -1,7 +1,9 @@
 // Package loadclient holds the targets package bench measures: HTTP (a lean
 // HTTP/1.1 client, net/http, and an h2c client for tens of thousands of
 // requests in flight), the Kafka producer, and the catalog over gRPC and
-// Thrift; and the sampler of a target's Prometheus /metrics.
+// Thrift; the sampler of a target's Prometheus /metrics; and the runs of
+// `inlet bench`'s subcommands on them (RunHTTP, RunRPC, RunCatalog,
+// RunKafka: a config in, the reports written).
 package loadclient
 
 import (
