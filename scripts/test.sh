@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of inlet against real services, on a fresh machine too:
-# installs and starts Apache Kafka (single-node KRaft, from Maven Central)
-# and Redis (Debian's redis-server), runs gofmt, go vet and go test -race,
+# checks that go.mod and go.sum are tidy, installs and starts Apache Kafka
+# (single-node KRaft, from Maven Central) and Redis (Debian's
+# redis-server), runs gofmt, go vet and go test -race,
 # then the 3-node cluster tests (scripts/cluster-tests.sh), then the web
 # tests, and stops the services, whether the tests passed or not.
 #
@@ -15,6 +16,14 @@ if ! command -v go >/dev/null 2>&1; then
 	echo "test.sh: Go is not installed; install Go 1.26 or newer (https://go.dev/doc/install)" >&2
 	exit 1
 fi
+
+echo "== go mod tidy -diff" >&2
+for mod in . bench/fasthttp; do
+	if ! (cd "$mod" && go mod tidy -diff) >&2; then
+		echo "test.sh: go.mod or go.sum in $mod is not tidy (the diff above): run 'go mod tidy' there and commit the result" >&2
+		exit 1
+	fi
+done
 
 echo "== tools: protobuf and Thrift compilers" >&2
 scripts/tools.sh

@@ -71,14 +71,8 @@ func (g *ingester) serve(dst, body []byte, meta event.Meta) answer {
 	}
 	b := event.NewBatch(g.topic, meta, g.limits.MaxEventBytes)
 	defer b.Release()
-	check := false
 	for _, raw := range items {
-		if event.HidesBodyError(b.Add(raw), event.FormatJSON) {
-			check = true
-		}
-	}
-	if check {
-		if _, err := event.Split(body, event.FormatJSON, g.limits.MaxEvents); err != nil {
+		if err := event.BodyFault(body, raw, event.FormatJSON, b.Add(raw)); err != nil {
 			return answerError(dst, 400, err.Error())
 		}
 	}

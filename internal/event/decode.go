@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -60,32 +59,42 @@ type Limits struct {
 var DefaultLimits = Limits{MaxEvents: 500, MaxEventBytes: 32 << 10}
 
 // bom is the UTF-8 byte order mark some clients (Windows tools, .NET's
-// default encoder) put before JSON; Split skips it.
+// default encoder) put before JSON; Frame skips it.
 const bom = "\xef\xbb\xbf"
 
-// Split cuts body into the raw bytes of each event, without validating the
-// events themselves. It fails with a *BodyError when the body as a whole
-// cannot be read, holds no event, or holds more than maxEvents. A leading
-// UTF-8 byte order mark is skipped (offsets still count it).
+// splitBody cuts body into the raw bytes of each event, without validating
+// the events themselves: Frame's answer for every body it does not frame
+// itself. It fails with a *BodyError when the body as a whole cannot be
+// read, holds no event, or holds more than maxEvents. A leading UTF-8 byte
+// order mark is skipped (offsets still count it).
 //
 // It stops at the event past maxEvents: the memory it takes is bounded by
 // maxEvents and the body, not by how many items the body holds.
 //
 // The returned slices alias body.
-func Split(body []byte, f Format, maxEvents int) ([][]byte, error) {
+func splitBody(body []byte, f Format, maxEvents int) ([][]byte, error) {
 	if !bytes.HasPrefix(body, []byte(bom)) {
 		return split(body, f, maxEvents)
 	}
 	items, err := split(body[len(bom):], f, maxEvents)
 	var be *BodyError
-	if errors.As(err, &be) && be.Offset >= 0 {
-		be.Offset += int64(len(bom))
-		be.Msg = offsetRE.ReplaceAllStringFunc(be.Msg, func(m string) string {
-			n, _ := strconv.ParseInt(m[len("byte offset "):], 10, 64)
-			return "byte offset " + strconv.FormatInt(n+int64(len(bom)), 10)
-		})
+	if errors.As(err, &be) {
+		be.shift(len(bom))
 	}
 	return items, err
+}
+
+// shift moves e, about the part of a body that starts n bytes in, to the
+// whole body.
+func (e *BodyError) shift(n int) {
+	if e.Offset < 0 {
+		return
+	}
+	e.Offset += int64(n)
+	e.Msg = offsetRE.ReplaceAllStringFunc(e.Msg, func(m string) string {
+		k, _ := strconv.ParseInt(m[len("byte offset "):], 10, 64)
+		return "byte offset " + strconv.FormatInt(k+int64(n), 10)
+	})
 }
 
 // offsetRE finds the offsets a BodyError's message states.
@@ -219,7 +228,7 @@ func walkArray(dec *json.Decoder, body []byte, maxEvents int) ([][]byte, error) 
 		// raw is the item without the space around it, and the decoder
 		// stops right after it, so it is body[end-len(raw):end].
 		end := int(dec.InputOffset())
-		items = append(items, body[end-len(raw):end:end])
+		items = append(items, body[end-len(raw):end]) // body's capacity: BodyFault finds it by it
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, syntaxError(body)
@@ -252,32 +261,34 @@ func syntaxError(body []byte) *BodyError {
 
 func checkSyntax(body []byte) *BodyError {
 	var v json.RawMessage
-	if err := json.Unmarshal(body, &v); err != nil {
-		return jsonBodyError(err)
-	}
-	return nil
-}
-
-func jsonBodyError(err error) *BodyError {
+	err := json.Unmarshal(body, &v)
 	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		off := syntaxOffset(se)
-		return &BodyError{Err: ErrMalformed, Offset: off,
-			Msg: fmt.Sprintf("malformed JSON at byte offset %d: %s", off, strings.TrimPrefix(se.Error(), "json: "))}
+	if !errors.As(err, &se) {
+		return nil // into a RawMessage, Unmarshal fails on syntax only
 	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		return &BodyError{Err: ErrMalformed, Offset: te.Offset,
-			Msg: fmt.Sprintf("at byte offset %d: %q must be an array of events, got %s", te.Offset, te.Field, te.Value)}
-	}
-	return &BodyError{Err: ErrMalformed, Offset: -1, Msg: "malformed JSON: " + err.Error()}
+	return malformedAt(syntaxOffset(body, se), se)
 }
 
-// syntaxOffset is the 0-based offset of the byte a syntax error is about,
-// or the length of the input when it ended too early. (encoding/json counts
-// the bytes read, one past the offending byte.)
-func syntaxOffset(se *json.SyntaxError) int64 {
-	if se.Offset > 0 && !strings.Contains(se.Error(), "unexpected end") {
+// malformedAt is the error of a body with the syntax error se at offset off.
+func malformedAt(off int64, se *json.SyntaxError) *BodyError {
+	return &BodyError{Err: ErrMalformed, Offset: off,
+		Msg: fmt.Sprintf("malformed JSON at byte offset %d: %s", off, strings.TrimPrefix(se.Error(), "json: "))}
+}
+
+// syntaxOffset is the 0-based offset of the byte a syntax error of data is
+// about, or len(data) when data ended too early. encoding/json counts the
+// bytes read: one past the offending byte, or all of them at the end, the
+// same count as a fault of the last byte. It exports nothing that tells
+// the two apart, so data is read once more with a byte after it that is
+// wrong in every state (NUL): a fault of the last byte is found again
+// where it was, an end too early becomes a fault of the NUL.
+func syntaxOffset(data []byte, se *json.SyntaxError) int64 {
+	if se.Offset < int64(len(data)) {
+		return se.Offset - 1
+	}
+	var v json.RawMessage
+	var again *json.SyntaxError
+	if errors.As(json.Unmarshal(append(data[:len(data):len(data)], 0), &v), &again) && again.Offset == se.Offset {
 		return se.Offset - 1
 	}
 	return se.Offset
@@ -361,60 +372,6 @@ func checkNameChars(field string, n int) *Invalid {
 	return nil
 }
 
-// Parse validates the raw bytes of one event as the client sent them and
-// returns the event, not yet enriched. It never panics on any input.
-// A "ts" must lie between MinTS and a year from now (see ParseAt).
-//
-// The event must be strict JSON (RFC 8259 and 7493): field names match
-// exactly ("EVENT" is an unknown field), no object has a name twice, strings
-// are valid UTF-8 without lone surrogates, and objects and arrays nest at
-// most MaxDepth deep; anything else is malformed_json. A syntax error
-// anywhere is reported before any other; then the first unknown field or
-// field of the wrong type; then, in this order, a missing event, its
-// length, id, uid, anon_id, props, context and ts.
-func Parse(raw []byte, maxEventBytes int) (Event, *Invalid) {
-	return ParseAt(raw, maxEventBytes, time.Now())
-}
-
-// scanners keeps the scanners of Parse between calls.
-var scanners = sync.Pool{New: func() any { return new(scanner) }}
-
-// ParseAt is Parse with now as the current time, which bounds "ts". Props,
-// Context and TS are copies of the bytes sent; the hot path is Batch, which
-// re-emits them in the same pass.
-func ParseAt(raw []byte, maxEventBytes int, now time.Time) (Event, *Invalid) {
-	sc := scanners.Get().(*scanner)
-	defer scanners.Put(sc)
-	head, f, bad := sc.scan(nil, raw, maxEventBytes, now)
-	if bad != nil {
-		return Event{}, bad
-	}
-	e := Event{Event: fieldString(head, f.name, f.nameEsc), ID: fieldString(head, f.id, f.idEsc),
-		UID: fieldString(head, f.uid, f.uidEsc), AnonID: fieldString(head, f.anonID, f.anonIDEsc)}
-	if f.rawProps.ok() {
-		e.Props = bytes.Clone(f.rawProps.of(raw))
-	}
-	if f.rawContext.ok() {
-		e.Context = bytes.Clone(f.rawContext.of(raw))
-	}
-	if f.ts != nil {
-		e.TS = bytes.Clone(f.ts)
-	}
-	return e, nil
-}
-
-// fieldString is a string field found by a scan: decoded apart when it was
-// sent with escapes, else its contents in head.
-func fieldString(head []byte, s span, esc []byte) string {
-	switch {
-	case esc != nil:
-		return string(esc)
-	case s.ok():
-		return string(s.of(head))
-	}
-	return ""
-}
-
 // The range of "ts": from MinTS to MaxTSAhead past the server's clock.
 // Consumers decode ts as an int64 of milliseconds (or a time); a value
 // outside the range is a client bug (seconds sent as milliseconds, an
@@ -471,11 +428,8 @@ func checkTS(ts []byte, now time.Time) *Invalid {
 func isNull(v json.RawMessage) bool { return string(v) == "null" }
 
 func syntaxInvalid(raw []byte) *Invalid {
-	var v json.RawMessage
-	err := json.Unmarshal(raw, &v)
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return invalid(ReasonMalformed, "malformed JSON at byte offset %d: %s", syntaxOffset(se), strings.TrimPrefix(se.Error(), "json: "))
+	if be := checkSyntax(raw); be != nil {
+		return invalid(ReasonMalformed, "%s", be.Msg)
 	}
 	return invalid(ReasonMalformed, "malformed JSON")
 }
@@ -503,44 +457,6 @@ type Meta struct {
 	IP         string
 	UA         string
 	Client     string // the authenticated client id; "" without credentials
-}
-
-// Enrich adds the server's fields to e and gives it an id (a UUIDv7) when the
-// client sent none.
-func (e *Event) Enrich(m Meta) {
-	if e.ID == "" {
-		e.ID = NewID()
-	}
-	e.ReceivedAt = m.ReceivedAt.UTC()
-	e.IP = m.IP
-	e.UA = cutUA(m.UA)
-	e.Client = m.Client
-}
-
-// ContextGroup returns the "group" of e's context (the name exactly): ok
-// false when the context has none (or it is null or ""), an Invalid when it
-// is not a string. It reads the context, so call it only when the group
-// matters (with credentials or the catalog on).
-func (e *Event) ContextGroup() (group string, ok bool, bad *Invalid) {
-	if len(e.Context) == 0 {
-		return "", false, nil
-	}
-	sc := scanners.Get().(*scanner)
-	defer scanners.Put(sc)
-	sc.rd = *bytes.NewBuffer(e.Context)
-	sc.dec.Reset(&sc.rd)
-	g := groupRef{at: none}
-	buf, err := sc.copyValue(make([]byte, 0, len(e.Context)), &g)
-	if err == nil && sc.dec.PeekKind() != 0 {
-		err = errors.New("data after the object")
-	}
-	if err != nil {
-		return "", false, invalid(ReasonMalformed, "\"context\" cannot be read: %v", err)
-	}
-	if !g.at.ok() {
-		return groupOf(g.kind, nil)
-	}
-	return groupOf(g.kind, g.at.of(buf))
 }
 
 // NewID returns a new UUIDv7: unique, and ordered by creation time.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -414,7 +413,7 @@ func TestParse(t *testing.T) {
 		{
 			name: "whitespace around and inside",
 			raw:  " \n{ \"event\" : \"a\" , \"props\" : { \"k\" : 1 } }\r\n",
-			want: event.Event{Event: "a", Props: json.RawMessage(`{ "k" : 1 }`)},
+			want: event.Event{Event: "a", Props: json.RawMessage(`{"k":1}`)}, // compacted in the record
 		},
 		{
 			name: "at the size limit",
@@ -666,8 +665,7 @@ var parseNow = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 // JSON differ.
 func equalEvents(a, b event.Event) bool {
 	return a.Event == b.Event && a.ID == b.ID && a.UID == b.UID && a.AnonID == b.AnonID &&
-		rawEqual(a.TS, b.TS) && rawEqual(a.Props, b.Props) && rawEqual(a.Context, b.Context) &&
-		a.ReceivedAt.Equal(b.ReceivedAt) && a.IP == b.IP && a.UA == b.UA
+		rawEqual(a.TS, b.TS) && rawEqual(a.Props, b.Props) && rawEqual(a.Context, b.Context)
 }
 
 func rawEqual(a, b json.RawMessage) bool {
@@ -677,11 +675,13 @@ func rawEqual(a, b json.RawMessage) bool {
 func TestParseNoLimit(t *testing.T) {
 	t.Parallel()
 	raw := `{"event":"a","props":{"p":"` + strings.Repeat("x", 1<<20) + `"}}`
-	if _, bad := event.Parse([]byte(raw), 0); bad != nil {
+	if _, bad := event.ParseAt([]byte(raw), 0, time.Now()); bad != nil {
 		t.Fatalf("Parse with no limit: %s", bad.Msg)
 	}
 }
 
+// TestEnrich: the record gets the request's time in UTC, the client's ip
+// and user agent (cut to MaxUABytes), and an id when the client sent none.
 func TestEnrich(t *testing.T) {
 	t.Parallel()
 	zone := time.FixedZone("UTC+2", 2*60*60)
@@ -702,8 +702,25 @@ func TestEnrich(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := event.Event{Event: "a", ID: tt.id}
-			e.Enrich(event.Meta{ReceivedAt: at, IP: "192.0.2.7", UA: tt.ua})
+			b := event.NewBatch("events", event.Meta{ReceivedAt: at, IP: "192.0.2.7", UA: tt.ua}, 0)
+			defer b.Release()
+			raw := `{"event":"a"}`
+			if tt.id != "" {
+				raw = `{"event":"a","id":"` + tt.id + `"}`
+			}
+			if bad := b.Add([]byte(raw)); bad != nil {
+				t.Fatal(bad)
+			}
+			b.Build()
+			var e struct {
+				ID         string    `json:"id"`
+				ReceivedAt time.Time `json:"received_at"`
+				IP, UA     string
+			}
+			r := b.Record(0)
+			if err := json.Unmarshal(r.Value, &e); err != nil {
+				t.Fatal(err)
+			}
 			if tt.id != "" {
 				if e.ID != tt.id {
 					t.Errorf("ID = %q, want the client's %q", e.ID, tt.id)
@@ -711,11 +728,8 @@ func TestEnrich(t *testing.T) {
 			} else {
 				checkUUIDv7(t, e.ID)
 			}
-			if e.ReceivedAt.Location() != time.UTC {
-				t.Errorf("ReceivedAt is in %v, want UTC", e.ReceivedAt.Location())
-			}
-			if !e.ReceivedAt.Equal(at) {
-				t.Errorf("ReceivedAt = %v, want %v", e.ReceivedAt, at)
+			if want := at.UTC().Format(event.TimeLayout); !strings.Contains(string(r.Value), `"received_at":"`+want+`"`) {
+				t.Errorf("value %s has no received_at %s", r.Value, want)
 			}
 			if e.IP != "192.0.2.7" {
 				t.Errorf("IP = %q", e.IP)
@@ -757,142 +771,6 @@ func TestNewID(t *testing.T) {
 			t.Fatalf("NewID returned %q after %q; want increasing ids", id, prev)
 		}
 		prev = id
-	}
-}
-
-func TestKey(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		e    event.Event
-		want string
-	}{
-		{name: "uid first", e: event.Event{ID: "i", UID: "u", AnonID: "n"}, want: "u"},
-		{name: "anon_id without uid", e: event.Event{ID: "i", AnonID: "n"}, want: "n"},
-		{name: "id without users", e: event.Event{ID: "i"}, want: "i"},
-		{name: "uid without anon_id", e: event.Event{ID: "i", UID: "u"}, want: "u"},
-		{name: "empty uid is absent", e: event.Event{ID: "i", UID: "", AnonID: "n"}, want: "n"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			if got := tt.e.Key(); got != tt.want {
-				t.Errorf("Key() = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestRecord(t *testing.T) {
-	t.Parallel()
-	at := time.Date(2026, 1, 2, 15, 4, 5, 6, time.UTC)
-	tests := []struct {
-		name    string
-		raw     string
-		wantKey string
-	}{
-		{
-			name: "every field",
-			raw: `{"event":"purchase","id":"evt-1","ts":"2026-01-02T15:04:05Z","uid":"u1","anon_id":"a1",` +
-				`"props":{ "sku" : "x", "qty": 2, "html": "<b>&</b>" },"context":{"page":{"path":"/"}}}`,
-			wantKey: "u1",
-		},
-		{name: "anonymous", raw: `{"event":"page_view","anon_id":"a1","ts":1767366245000}`, wantKey: "a1"},
-		{name: "minimal", raw: `{"event":"ping","id":"evt-2"}`, wantKey: "evt-2"},
-		{name: "unicode name", raw: `{"event":"注文\u2028😀","id":"evt-3"}`, wantKey: "evt-3"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			e, bad := event.Parse([]byte(tt.raw), 0)
-			if bad != nil {
-				t.Fatalf("Parse: %s", bad.Msg)
-			}
-			e.Enrich(event.Meta{ReceivedAt: at, IP: "192.0.2.7", UA: "curl/8.0"})
-			r, err := e.Record("events")
-			if err != nil {
-				t.Fatalf("Record: %v", err)
-			}
-			if r.Topic != "events" || string(r.Key) != tt.wantKey || r.EventID != e.ID {
-				t.Errorf("Topic, Key, EventID = %q, %q, %q; want %q, %q, %q", r.Topic, r.Key, r.EventID, "events", tt.wantKey, e.ID)
-			}
-			headers := map[string]string{}
-			for _, h := range r.Headers {
-				headers[h.Key] = string(h.Value)
-			}
-			wantHeaders := map[string]string{
-				event.HeaderEventID:     e.ID,
-				event.HeaderEventName:   e.Event,
-				event.HeaderContentType: "application/json",
-			}
-			if len(headers) != len(wantHeaders) {
-				t.Errorf("headers = %q, want %q", headers, wantHeaders)
-			}
-			for k, v := range wantHeaders {
-				if headers[k] != v {
-					t.Errorf("header %s = %q, want %q", k, headers[k], v)
-				}
-			}
-
-			if !json.Valid(r.Value) {
-				t.Fatalf("value is not JSON: %s", r.Value)
-			}
-			var back event.Event
-			if err := json.Unmarshal(r.Value, &back); err != nil {
-				t.Fatalf("unmarshaling value: %v", err)
-			}
-			// encoding/json compacts raw values and escapes <, > and &, so
-			// compare them as values.
-			for _, f := range []struct {
-				name      string
-				got, want json.RawMessage
-			}{{"ts", back.TS, e.TS}, {"props", back.Props, e.Props}, {"context", back.Context, e.Context}} {
-				if !sameJSON(t, f.got, f.want) {
-					t.Errorf("%s = %s, want %s", f.name, f.got, f.want)
-				}
-			}
-			back.TS, back.Props, back.Context = e.TS, e.Props, e.Context
-			if !equalEvents(back, e) {
-				t.Errorf("value %s unmarshals to\n%+v, want\n%+v", r.Value, back, e)
-			}
-
-			size := len(r.Topic) + len(r.Key) + len(r.Value)
-			for _, h := range r.Headers {
-				size += len(h.Key) + len(h.Value)
-			}
-			if r.Size() != size {
-				t.Errorf("Size() = %d, want %d", r.Size(), size)
-			}
-		})
-	}
-}
-
-// sameJSON reports whether a and b are both absent or hold equal JSON values.
-func sameJSON(tb testing.TB, a, b json.RawMessage) bool {
-	tb.Helper()
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	var va, vb any
-	if err := json.Unmarshal(a, &va); err != nil {
-		tb.Fatalf("unmarshaling %s: %v", a, err)
-	}
-	if err := json.Unmarshal(b, &vb); err != nil {
-		tb.Fatalf("unmarshaling %s: %v", b, err)
-	}
-	return reflect.DeepEqual(va, vb)
-}
-
-func TestRecordOmitsEmptyFields(t *testing.T) {
-	t.Parallel()
-	e := event.Event{Event: "a", ID: "i", ReceivedAt: time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)}
-	r, err := e.Record("t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	const want = `{"event":"a","id":"i","received_at":"2026-01-02T15:04:05Z"}`
-	if string(r.Value) != want {
-		t.Errorf("value = %s, want %s", r.Value, want)
 	}
 }
 

@@ -2,64 +2,17 @@
 // send, validates each event, enriches it with what the server knows, and
 // encodes it as the Kafka record that is delivered.
 //
-// The hot path reads each event once: Frame cuts a body into its events,
+// Each event is read once: Frame cuts a body into its events,
 // and a Batch validates each event and re-emits it, compacted, strings and
 // numbers as sent, with the enrichment appended, in one pass of a jsontext
 // decoder (Batch.Add, Batch.Build). Events are strict JSON: field names
 // match exactly, no object has a name twice, strings are valid UTF-8, and
-// nesting stops at MaxDepth. Parse and Event.Record are the same rules on
-// an Event, for callers that need one.
+// nesting stops at MaxDepth.
 //
 // Nothing here does I/O or keeps state; every function is safe for concurrent use.
 package event
 
-import (
-	"bytes"
-	"encoding/json"
-	"strconv"
-	"time"
-)
-
-// Event is one tracking event as delivered to Kafka: the fields the client
-// sent, plus the enrichment added by the server (ReceivedAt, IP, UA, and,
-// with credentials or the catalog on, Client, Group and Code).
-//
-// Props, Context and TS are kept as the client sent them (compacted JSON).
-type Event struct {
-	Event   string          `json:"event"`
-	ID      string          `json:"id"`
-	TS      json.RawMessage `json:"ts,omitempty"`
-	UID     string          `json:"uid,omitempty"`
-	AnonID  string          `json:"anon_id,omitempty"`
-	Props   json.RawMessage `json:"props,omitempty"`
-	Context json.RawMessage `json:"context,omitempty"`
-
-	ReceivedAt time.Time `json:"received_at"`
-	IP         string    `json:"ip,omitempty"`
-	UA         string    `json:"ua,omitempty"`
-	// Client is the authenticated client id (--auth); "" without.
-	Client string `json:"client,omitempty"`
-	// Group is the event's group (context.group, else the client's
-	// default group, else the catalog's), set with --auth or --catalog.
-	Group string `json:"group,omitempty"`
-	// Code is the catalog code of (Group, Event); 0 when it has none (no
-	// catalog, an unplanned event in mode warn, the store unreachable).
-	// The catalog's codes start at 1.
-	Code int64 `json:"code,omitempty"`
-}
-
-// Key returns the record key: uid, else anon_id, else id, so that all events
-// of one user land in one partition, in order.
-func (e *Event) Key() string {
-	switch {
-	case e.UID != "":
-		return e.UID
-	case e.AnonID != "":
-		return e.AnonID
-	default:
-		return e.ID
-	}
-}
+import "time"
 
 // Header keys set on every record inlet writes.
 const (
@@ -122,42 +75,6 @@ func (r *Record) Size() int {
 		n += len(h.Key) + len(h.Value)
 	}
 	return n
-}
-
-// Record encodes e as the record delivered to topic: the JSON value, the key
-// and the id/name/content-type headers, and inlet-event-code when e has a
-// Code.
-func (e *Event) Record(topic string) (Record, error) {
-	// No HTML escaping: the value keeps props as the client sent them
-	// (compacted), not with <, > and & rewritten as \u003c...
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(e); err != nil {
-		return Record{}, err
-	}
-	v := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	var headers []Header
-	if e.Code == 0 {
-		headers = []Header{
-			{Key: HeaderEventID, Value: []byte(e.ID)},
-			{Key: HeaderEventName, Value: []byte(e.Event)},
-			{Key: HeaderContentType, Value: []byte("application/json")},
-		}
-	} else {
-		headers = make([]Header, 4)
-		headers[0] = Header{Key: HeaderEventID, Value: []byte(e.ID)}
-		headers[1] = Header{Key: HeaderEventName, Value: []byte(e.Event)}
-		headers[2] = Header{Key: HeaderContentType, Value: []byte("application/json")}
-		headers[3] = Header{Key: HeaderEventCode, Value: strconv.AppendInt(nil, e.Code, 10)}
-	}
-	return Record{
-		Topic:   topic,
-		Key:     []byte(e.Key()),
-		Value:   v,
-		Headers: headers,
-		EventID: e.ID,
-	}, nil
 }
 
 // DeadLetter builds the dead-letter record for a rejected event: the bytes

@@ -13,11 +13,45 @@ import (
 // The reference the fuzz oracle holds the one-pass path to: Parse as it
 // was, on encoding/json (field names matched case-insensitively, duplicate
 // names taking the last value, invalid UTF-8 let through), and StrictJSON,
-// the rules the one pass adds, checked apart with encoding/json.
+// the rules the one pass adds, checked apart with encoding/json. Split is
+// the reading of a body Frame hands what it does not frame itself.
 var (
 	LegacyParseAt = legacyParseAt
 	StrictJSON    = strictJSON
+	Split         = splitBody
 )
+
+// Event is an event's fields as the client sent them (ts, props and
+// context compacted), for the tests of the rules and the reference.
+type Event struct {
+	Event   string          `json:"event"`
+	ID      string          `json:"id"`
+	TS      json.RawMessage `json:"ts,omitempty"`
+	UID     string          `json:"uid,omitempty"`
+	AnonID  string          `json:"anon_id,omitempty"`
+	Props   json.RawMessage `json:"props,omitempty"`
+	Context json.RawMessage `json:"context,omitempty"`
+}
+
+// ParseAt reads raw, one event, as the server does (Batch.Add, with now its
+// request's time), and returns its fields read back from its record value
+// (the id as sent: "" when the client sent none), or why it was rejected.
+func ParseAt(raw []byte, maxEventBytes int, now time.Time) (Event, *Invalid) {
+	b := NewBatch("t", Meta{ReceivedAt: now}, maxEventBytes)
+	defer b.Release()
+	if bad := b.Add(raw); bad != nil {
+		return Event{}, bad
+	}
+	b.Build()
+	var e Event
+	if err := json.Unmarshal(b.Record(0).Value, &e); err != nil {
+		panic(err)
+	}
+	if !b.evs[0].f.id.ok() {
+		e.ID = ""
+	}
+	return e, nil
+}
 
 // wire is the client's view of an event in legacyParseAt.
 type wire struct {

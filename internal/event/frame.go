@@ -1,20 +1,24 @@
 package event
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+)
 
-// Frame is Split for the hot path: it cuts body into its events, appended to
-// dst, without reading the events themselves, so that each event is read
-// once, by Batch.Add. It finds where each event starts and ends (strings
-// and brackets) and checks what lies between them; whatever it does not
-// take for a well-framed body (an error, a body past maxEvents, a layout it
-// does not know) it hands to Split, whose answer it returns.
+// Frame cuts body into its events, appended to dst, without reading the
+// events themselves, so that each event is read once, by Batch.Add. It
+// finds where each event starts and ends (strings and brackets) and checks
+// what lies between them. It fails with a *BodyError when the body as a
+// whole cannot be read, holds no event, or holds more than maxEvents; a
+// body it does not frame itself (an error, a body past maxEvents, a layout
+// it does not know) it hands to a reading with encoding/json, which says
+// where and why. A leading UTF-8 byte order mark is skipped (offsets still
+// count it).
 //
-// What Frame leaves unchecked are the events' insides: a body Split rejects
-// for a syntax error inside an event is cut by Frame, and the event is
-// rejected by Batch.Add, as malformed_json, or as too_large without being
-// read at all. A caller that answers such a body as Split would (a JSON or
-// single layout: the whole body is refused) calls Split once Add rejected
-// an event for which HidesBodyError is true.
+// What Frame leaves unchecked are the events' insides: a syntax error
+// inside an event of a JSON or single body, for which the whole body is
+// refused, is found by Batch.Add, and BodyFault says the body's error.
 //
 // The returned slices alias body.
 func Frame(dst [][]byte, body []byte, f Format, maxEvents int) ([][]byte, error) {
@@ -39,7 +43,7 @@ func Frame(dst [][]byte, body []byte, f Format, maxEvents int) ([][]byte, error)
 	if ok {
 		return dst, nil
 	}
-	items, err := Split(body, f, maxEvents)
+	items, err := splitBody(body, f, maxEvents)
 	return append(dst[:n], items...), err
 }
 
@@ -68,7 +72,7 @@ func frameJSON(dst [][]byte, b []byte, maxEvents int) ([][]byte, bool) {
 	}
 	i = skipSpace(b, i+1)
 	if i == len(b) || b[i] == ']' {
-		return dst, false // empty: Split says so
+		return dst, false // empty: splitBody says so
 	}
 	n := len(dst)
 	for {
@@ -82,7 +86,7 @@ func frameJSON(dst [][]byte, b []byte, maxEvents int) ([][]byte, bool) {
 		if !ok {
 			return dst, false
 		}
-		dst = append(dst, b[i:end:end])
+		dst = append(dst, b[i:end]) // body's capacity: BodyFault finds it by it
 		i = skipSpace(b, end)
 		if i == len(b) {
 			return dst, false
@@ -198,18 +202,44 @@ func appendLines(dst [][]byte, body []byte, maxEvents int) [][]byte {
 	return dst
 }
 
-// HidesBodyError reports whether Batch.Add's rejection bad of an event that
-// Frame cut from a body of layout f may hide a syntax error of the body
-// itself, which Split would refuse: a malformed event (its own fault may be
-// the body's), an event too large to be read at all, or any rejection of
-// the one event of FormatSingle (Add reports a field's fault before what
-// follows the event). NDJSON lines are independent: never.
-func HidesBodyError(bad *Invalid, f Format) bool {
+// BodyFault is the error of body, which Frame cut into events (item one of
+// them), that Batch.Add's rejection bad of item hides, or nil: the error
+// for which the whole body is refused, as if Frame had read the events'
+// insides. A malformed event of a JSON body may hold the body's syntax
+// error (the first one decides), so may an event too large to be read,
+// and any rejection of the one event of FormatSingle (Add reports a
+// field's fault before what follows the event); NDJSON lines are
+// independent: never.
+func BodyFault(body, item []byte, f Format, bad *Invalid) error {
 	switch {
 	case bad == nil || f == FormatNDJSON:
-		return false
-	case f == FormatSingle:
-		return true
+		return nil
+	case f == FormatJSON && bad.Reason != ReasonMalformed && bad.Reason != ReasonTooLarge:
+		return nil
 	}
-	return bad.Reason == ReasonMalformed || bad.Reason == ReasonTooLarge
+	at := cap(body) - cap(item) // Frame's slices keep body's capacity
+	if at < 0 || at+len(item) > len(body) || len(item) == 0 || &body[at] != &item[0] {
+		panic("event: BodyFault of an item Frame did not cut from body")
+	}
+	if f == FormatSingle { // the event is the body, after a byte order mark
+		if be := checkSyntax(item); be != nil {
+			be.shift(at)
+			return be
+		}
+		return nil
+	}
+	// The event is an element of the body's array: read as one, nested as
+	// in the body, up to the byte after it (Frame checked the rest), and a
+	// space, so that the end of it (no fault) has an offset of its own.
+	prefix := "["
+	if b := bytes.TrimPrefix(body, []byte(bom)); b[firstNonSpace(b)] == '{' {
+		prefix = `{"":[`
+	}
+	w := append(append([]byte(prefix), body[at:min(at+len(item)+1, len(body))]...), ' ')
+	var v json.RawMessage
+	var se *json.SyntaxError
+	if !errors.As(json.Unmarshal(w, &v), &se) || se.Offset == int64(len(w)) || json.Valid(item) {
+		return nil // valid alone, it nests past encoding/json's limit only within the body, which a reading event by event lets through
+	}
+	return malformedAt(int64(at-len(prefix))+se.Offset-1, se)
 }

@@ -46,9 +46,6 @@ type fields struct {
 	// a string) in the head; groupKind its kind, 0 when absent.
 	group     span
 	groupKind jsontext.Kind
-	// In raw, for Parse: props and context as sent, and ts.
-	rawProps, rawContext span
-	ts                   []byte
 }
 
 // scanner validates an event and re-emits it in one pass of a
@@ -114,7 +111,7 @@ func (e *depthError) Unwrap() error { return errDepth }
 // the fields that are null (or an empty uid, anon_id), and without the
 // closing brace. On a rejection dst is returned as it came.
 //
-// The rules and the order in which they are checked are Parse's; see there.
+// The rules and the order in which they are checked are Batch.Add's; see there.
 func (s *scanner) scan(dst, raw []byte, maxEventBytes int, now time.Time) ([]byte, fields, *Invalid) {
 	var f fields
 	if maxEventBytes > 0 && len(raw) > maxEventBytes {
@@ -149,7 +146,7 @@ func (s *scanner) notObject(raw []byte, start int) *Invalid {
 }
 
 func (s *scanner) walk(dst, raw []byte, now time.Time) ([]byte, fields, *Invalid) {
-	f := fields{name: none, id: none, uid: none, anonID: none, props: none, group: none, rawProps: none, rawContext: none}
+	f := fields{name: none, id: none, uid: none, anonID: none, props: none, group: none}
 	head := len(dst)
 	s.rd = *bytes.NewBuffer(raw)
 	s.dec.Reset(&s.rd)
@@ -253,7 +250,6 @@ func (s *scanner) walk(dst, raw []byte, now time.Time) ([]byte, fields, *Invalid
 			if k == 'n' || sem != nil {
 				continue
 			}
-			f.ts = v
 			dst = appendName(dst, &first, fl)
 			dst = append(dst, v...)
 		case fProps, fContext:
@@ -268,17 +264,14 @@ func (s *scanner) walk(dst, raw []byte, now time.Time) ([]byte, fields, *Invalid
 			}
 			dst = appendName(dst, &first, fl)
 			off := len(dst)
-			rs := skipSeparators(raw, int(d.InputOffset()))
 			var err error
 			if fl == fProps {
 				dst, err = s.copyValue(dst, nil)
 				f.props = spanOf(off-head, len(dst)-head)
-				f.rawProps = spanOf(rs, int(d.InputOffset()))
 			} else {
 				g := groupRef{at: none}
 				dst, err = s.copyValue(dst, &g)
 				f.group, f.groupKind = g.at.shift(-head), g.kind
-				f.rawContext = spanOf(rs, int(d.InputOffset()))
 			}
 			if err != nil {
 				return dst, f, s.syntaxInvalid(raw, err)
@@ -324,7 +317,7 @@ func unknownName(raw []byte) string {
 	return Quote(string(s))
 }
 
-// check applies the rules on the fields' values, in Parse's order.
+// check applies the rules on the fields' values, in Batch.Add's order.
 func check(vals *[fContext + 1]seen, now time.Time) *Invalid {
 	ev := vals[fEvent]
 	if ev.kind != '"' || len(ev.raw) == 2 {

@@ -72,10 +72,19 @@ func TestLiveTapShowsOnlyAcknowledged(t *testing.T) {
 	if st := next("stats"); !strings.Contains(st, `"ack":"kafka"`) {
 		t.Fatalf("stats without the gateway's state: %s", st)
 	}
-	ok, _ := (&event.Event{Event: "buy", ID: "e1", AnonID: "a1"}).Record("events")
+	record := func(raw string) event.Record { // as ingest makes it
+		b := event.NewBatch("events", event.Meta{ReceivedAt: time.Now()}, 0)
+		defer b.Release()
+		if bad := b.Add([]byte(raw)); bad != nil {
+			t.Fatal(bad)
+		}
+		b.Build()
+		return b.Record(0)
+	}
+	ok := record(`{"event":"buy","id":"e1","anon_id":"a1"}`)
 	bad := event.DeadLetter("events.invalid", []byte(`{"name":1}`), `"event" is required`, time.Now(), 0)
 	bad.Headers = append(bad.Headers, event.Header{Key: event.HeaderReason, Value: []byte("missing_event")})
-	failed, _ := (&event.Event{Event: "lost", ID: "e0"}).Record("events")
+	failed := record(`{"event":"lost","id":"e0"}`)
 
 	// The page must be subscribed before records flow; the stats above say it is.
 	inner.fail = true

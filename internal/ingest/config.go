@@ -51,7 +51,8 @@ type RecordsDone interface {
 // Errors a Sink returns (wrapped) to say how the request should be answered.
 var (
 	// ErrSinkFull: the sink is out of room; the client gets 503 with
-	// Retry-After.
+	// Retry-After. Wrapped beside the cause (fmt.Errorf("%w: %w",
+	// ErrSinkFull, cause)), the answer names the room that ran out.
 	ErrSinkFull = errors.New("ingest: sink full")
 	// ErrSinkRejected: the sink (Kafka) refused the records for good, so a
 	// retry cannot succeed: the client gets 422 with the reason.

@@ -30,7 +30,7 @@ var fixedNow = time.Date(2026, 11, 30, 11, 12, 10, 8505123, time.UTC)
 type failure func(ctx context.Context) error
 
 var (
-	failFull     failure = func(context.Context) error { return fmt.Errorf("spool over 1 GiB: %w", ErrSinkFull) }
+	failFull     failure = func(context.Context) error { return fmt.Errorf("%w: %w", ErrSinkFull, errors.New("spool over 1 GiB")) }
 	failDeadline failure = func(context.Context) error { return fmt.Errorf("producing: %w", context.DeadlineExceeded) }
 	failGeneric  failure = func(context.Context) error { return errors.New("disk on fire") }
 	// failBlock blocks until the request's context ends: a Kafka that never

@@ -186,8 +186,7 @@ func (t *tally) count(m *Metrics, mode catalog.Mode) {
 // Each event was read once (Batch.Add, in add) and its record is laid out
 // once its code is known (Batch.Build).
 func (s *Server) recordsPlanned(r *http.Request, b *event.Batch, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
-	// evs carry what apply needs of each event: name, group, props, code.
-	evs := make([]event.Event, len(items))
+	evs := make([]planned, len(items))
 	bads := make([]*event.Invalid, len(items))
 	var (
 		keys  []catalog.Key
@@ -284,6 +283,14 @@ func (s *Server) recordsPlanned(r *http.Request, b *event.Batch, items [][]byte,
 	return recs, ans, t
 }
 
+// planned is what apply needs of an event: its name, group, props (valid
+// until Build) and catalog code.
+type planned struct {
+	Event, Group string
+	Props        []byte
+	Code         int64
+}
+
 // group is the i-th event's group: its context.group, else its client's
 // group (auth.Client.Group: its default group or its only group), else the
 // default group (the catalog's).
@@ -306,7 +313,7 @@ func (s *Server) group(b *event.Batch, i int, p auth.Principal) (string, *event.
 // type in any mode; any violation in mode block) with the rejection. An
 // unreachable store lets e through without a code: an outage of the store
 // never loses events.
-func (s *Server) apply(e *event.Event, res *catalog.Result, t *tally) (warn, reject []catalog.Violation, bad *event.Invalid) {
+func (s *Server) apply(e *planned, res *catalog.Result, t *tally) (warn, reject []catalog.Violation, bad *event.Invalid) {
 	switch {
 	case res.Err != nil:
 		if errors.Is(res.Err, catalog.ErrInvalid) {
@@ -344,7 +351,7 @@ func (s *Server) apply(e *event.Event, res *catalog.Result, t *tally) (warn, rej
 // judge decides on an event's violations by the mode: none let it through;
 // a blocked one, or any in mode block, rejects it; others in mode warn go
 // in its header.
-func (s *Server) judge(e *event.Event, vs []catalog.Violation) (warn, reject []catalog.Violation, bad *event.Invalid) {
+func (s *Server) judge(e *planned, vs []catalog.Violation) (warn, reject []catalog.Violation, bad *event.Invalid) {
 	if len(vs) == 0 {
 		return nil, nil, nil
 	}

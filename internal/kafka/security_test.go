@@ -24,6 +24,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 // writeCert writes a self-signed ECDSA certificate valid from notBefore to
@@ -128,7 +130,7 @@ func TestSecurityValidate(t *testing.T) {
 		}
 		// A producer's config refuses it too.
 		cfg := DefaultConfig()
-		cfg.Brokers = []string{"127.0.0.1:1"}
+		cfg.Brokers = []string{testkit.FreeAddr(t)}
 		cfg.Security = tc.s
 		if _, perr := NewProducer(cfg, slog.New(slog.DiscardHandler), nil); perr == nil {
 			t.Errorf("%s: NewProducer accepted it", tc.name)
@@ -229,6 +231,56 @@ func TestSecurityInsecureSkipVerifyWarns(t *testing.T) {
 	if logs.Len() != 0 {
 		t.Errorf("a warning without insecure-skip-verify: %q", logs.String())
 	}
+}
+
+// TestKgoConnErrorText: the two kgo errors DescribeConnError can only
+// match by their text (see there) still have it, from kgo itself: a
+// plaintext client answered with a TLS alert, as Kafka's TLS listeners
+// answer, and answered by an HTTP server (as one answers bytes it cannot
+// read).
+func TestKgoConnErrorText(t *testing.T) {
+	t.Parallel()
+	alert := listen(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 512))
+		_, _ = c.Write([]byte{21, 3, 3, 0, 2, 2, 10}) // fatal unexpected_message, TLS 1.2
+	})
+	web := listen(t, func(c net.Conn) {
+		_, _ = c.Read(make([]byte, 512))
+		_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"))
+	})
+	for name, tc := range map[string]struct{ addr, want string }{
+		"TLS alert": {alert, "the broker answered in TLS: that listener requires TLS (--kafka-tls)"},
+		"HTTP":      {web, "an HTTP server answered, not a Kafka broker"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			connFails(t, []string{tc.addr}, Security{}, nil, tc.want)
+		})
+	}
+}
+
+// listen serves each connection to a local address with serve, until the
+// test ends.
+func listen(tb testing.TB, serve func(net.Conn)) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				serve(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
 
 func TestDescribeConnError(t *testing.T) {

@@ -297,6 +297,41 @@ func FreeAddr(tb testing.TB) string {
 	return ""
 }
 
+// ServeTwo serves a server that listens on two ports (the catalog's gRPC
+// and Thrift) on two loopback addresses until the test ends. Then shutdown
+// runs, and both serves must return nil within 5 s.
+func ServeTwo(tb testing.TB, serveA, serveB func(net.Listener) error, shutdown func(context.Context) error) (addrA, addrB string) {
+	tb.Helper()
+	done := make(chan error, 2)
+	var addrs [2]string
+	for i, serve := range []func(net.Listener) error{serveA, serveB} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		addrs[i] = ln.Addr().String()
+		go func() { done <- serve(ln) }()
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := shutdown(ctx); err != nil {
+			tb.Errorf("shutdown: %v", err)
+		}
+		for range 2 {
+			select {
+			case err := <-done:
+				if err != nil {
+					tb.Errorf("serve: %v", err)
+				}
+			case <-time.After(5 * time.Second):
+				tb.Error("a serve did not return 5 s after shutdown")
+			}
+		}
+	})
+	return addrs[0], addrs[1]
+}
+
 // freeAddrs are the addresses FreeAddr handed out.
 var (
 	freeAddrsMu sync.Mutex

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// TestReviewRPCAuthQueryForms: request-reply calls with --auth and
+// TestRPCAuthQueryForms: request-reply calls with --auth and
 // --rpc-forward-query over HTTP/1.1 and h2c, with k in the query in the
 // forms a client may send it: the query the worker sees never holds a
 // secret, and refusals are JSON with WWW-Authenticate.
-func TestReviewRPCAuthQueryForms(t *testing.T) {
+func TestRPCAuthQueryForms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a worker; skipped with -short")
 	}

@@ -18,10 +18,10 @@ import (
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
-// TestLz4ReviewKcat: batches lz4Compressor wrote (one small, several of
+// TestLz4Kcat: batches lz4Compressor wrote (one small, several of
 // more than one 64 KiB block, incompressible ones) are read back by
 // librdkafka (kcat), not only by franz-go.
-func TestLz4ReviewKcat(t *testing.T) {
+func TestLz4Kcat(t *testing.T) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Skip("no kcat")
@@ -74,10 +74,10 @@ func TestLz4ReviewKcat(t *testing.T) {
 	}
 }
 
-// TestLz4ReviewConcurrent: concurrent Compress calls each with their own
+// TestLz4Concurrent: concurrent Compress calls each with their own
 // dst give frames that decompress to their own input (no writer shared,
 // no dst aliased), and a reused dst is not kept by the pooled writer.
-func TestLz4ReviewConcurrent(t *testing.T) {
+func TestLz4Concurrent(t *testing.T) {
 	d := kgo.DefaultDecompressor()
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {

@@ -9,11 +9,11 @@ import (
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
-// TestReviewRedisUpdateBoundedRetries: an entry written by another client
+// TestRedisUpdateBoundedRetries: an entry written by another client
 // between every read and write of Update makes it give up after
 // maxUpdateTries runs of fn with ErrUnavailable, not loop for ever, and
 // it writes nothing of its own.
-func TestReviewRedisUpdateBoundedRetries(t *testing.T) {
+func TestRedisUpdateBoundedRetries(t *testing.T) {
 	kit := redisKit(t, testkit.Redis(t), 2*time.Second, 10*time.Second)
 	st := kit.open(t)
 	defer st.Close()
@@ -43,11 +43,11 @@ func TestReviewRedisUpdateBoundedRetries(t *testing.T) {
 	}
 }
 
-// TestReviewRedisUpdateRedisDiesMidTransaction: Redis killed while fn
+// TestRedisUpdateRedisDiesMidTransaction: Redis killed while fn
 // holds the entry it read: Update fails with ErrUnavailable within the
 // store's timeouts (no retry loop of 100 dials), and works again once
 // Redis is back.
-func TestReviewRedisUpdateRedisDiesMidTransaction(t *testing.T) {
+func TestRedisUpdateRedisDiesMidTransaction(t *testing.T) {
 	rc := testkit.PrivateRedis(t)
 	st, err := NewRedisStore(RedisOptions{Addr: rc.Addr, Prefix: "review:", Timeout: 300 * time.Millisecond})
 	if err != nil {
