@@ -5,18 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
 
-	"golang.org/x/term"
-
 	"github.com/inlet-dev/inlet/internal/bench"
-	"github.com/inlet-dev/inlet/internal/verify"
+	"github.com/inlet-dev/inlet/internal/bench/loadclient"
 )
 
 const benchUsage = `Usage:
@@ -64,37 +60,6 @@ func reportFlags(fs *flag.FlagSet, json, hgrm, html, cpuProfile *string) {
 	}
 }
 
-// BenchHTTPConfig configures `inlet bench http`.
-type BenchHTTPConfig struct {
-	Run  bench.Config
-	HTTP bench.HTTPConfig
-	// BodyFile, if set, is read into HTTP.Body.
-	BodyFile string
-	// TLSCAFile is the PEM file of the CAs that sign an https:// target's
-	// certificate ("": the system's); TLSInsecureSkipVerify accepts any
-	// certificate (with a warning).
-	TLSCAFile             string
-	TLSInsecureSkipVerify bool
-	// Report files: JSON ("-" for stdout), HdrHistogram percentiles, HTML.
-	JSON, Hgrm, HTML string
-	// CPUProfile, if set, receives the generator's own CPU profile: a
-	// load generator should know what it costs.
-	CPUProfile string
-	// Command is the command line, for the reports.
-	Command string
-}
-
-// Validate reports the first invalid setting.
-func (c BenchHTTPConfig) Validate() error {
-	if err := c.Run.Validate(); err != nil {
-		return err
-	}
-	if (c.TLSCAFile != "" || c.TLSInsecureSkipVerify) && !strings.HasPrefix(c.HTTP.URL, "https://") {
-		return fmt.Errorf("bench: --tls-ca and --tls-insecure-skip-verify are for an https:// --target, not %s", c.HTTP.URL)
-	}
-	return c.HTTP.Validate()
-}
-
 // headerFlag is a repeatable "Name: value" flag.
 type headerFlag struct{ h http.Header }
 
@@ -125,14 +90,14 @@ func (f *headerFlag) Set(s string) error {
 }
 
 // ParseBenchHTTP parses `inlet bench http` arguments and environment.
-func ParseBenchHTTP(args []string, env Env) (BenchHTTPConfig, error) {
-	return parseBench("http", args, env, bench.DefaultHTTPConfig(), nil)
+func ParseBenchHTTP(args []string, env Env) (loadclient.HTTPBenchConfig, error) {
+	return parseBench("http", args, env, loadclient.DefaultHTTPConfig(), nil)
 }
 
 // parseBench parses the flags `inlet bench http` and `inlet bench rpc`
 // share; extra adds a subcommand's own.
-func parseBench(sub string, args []string, env Env, h0 bench.HTTPConfig, extra func(*flag.FlagSet)) (BenchHTTPConfig, error) {
-	cfg := BenchHTTPConfig{Run: bench.DefaultConfig(), HTTP: h0}
+func parseBench(sub string, args []string, env Env, h0 loadclient.HTTPConfig, extra func(*flag.FlagSet)) (loadclient.HTTPBenchConfig, error) {
+	cfg := loadclient.HTTPBenchConfig{Run: bench.DefaultConfig(), HTTP: h0}
 	fs := newFlags("bench "+sub, env)
 	if extra != nil {
 		extra(fs)
@@ -233,167 +198,15 @@ func runBenchHTTP(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	// Create the report files first: a wrong path should not cost a run.
-	files, err := createReportFiles(cfg)
-	if err != nil {
-		return err
-	}
-	defer files.close()
-	stop, err := startCPUProfile(cfg.CPUProfile)
-	if err != nil {
-		return err
-	}
-	rep, err := BenchHTTP(ctx, cfg, env.Stderr)
-	stop()
-	if err != nil {
-		return err
-	}
-	return writeBenchReports(rep, cfg, files, env)
-}
-
-// BenchHTTP runs `inlet bench http`. It writes the start of the run to
-// progress, and a live progress line once a second if progress is a
-// terminal.
-func BenchHTTP(ctx context.Context, cfg BenchHTTPConfig, progress io.Writer) (*bench.Report, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if strings.HasPrefix(cfg.HTTP.URL, "https://") {
-		tc, err := verify.ClientTLS(cfg.TLSCAFile, cfg.TLSInsecureSkipVerify)
-		if err != nil {
-			return nil, fmt.Errorf("bench: %w", err)
-		}
-		if cfg.TLSInsecureSkipVerify {
-			fmt.Fprintf(progress, "bench: warning: --tls-insecure-skip-verify: the certificate of %s is not checked\n", cfg.HTTP.URL)
-		}
-		cfg.HTTP.TLS = tc
-	}
-	target, err := bench.NewHTTP(cfg.HTTP)
-	if err != nil {
-		return nil, err
-	}
-	defer target.Close()
-	r := cfg.Run
-	mode := fmt.Sprintf("closed loop, %d concurrent", r.Workers)
-	if r.Open() {
-		mode = fmt.Sprintf("open loop at %g req/s, %d connections at most", r.Rate, r.Workers)
-		if r.StartRate > 0 {
-			mode = fmt.Sprintf("open loop from %g to %g req/s, %d connections at most", r.StartRate, r.Rate, r.Workers)
-		}
-	}
-	fmt.Fprintf(progress, "inlet bench: %s, %s, for %v after %v warmup\n", target, mode, r.Duration, r.Warmup)
-	live := isTerminal(progress)
-	if live {
-		r.Progress = func(p bench.Progress) { fmt.Fprintf(progress, "\r\x1b[K%s", progressLine(p)) }
-	}
-	var rep *bench.Report
-	if async := target.Async(); async != nil {
-		// No goroutine per request in flight (h2c): see bench.RunAsync.
-		rep, err = bench.RunAsync(ctx, r, async)
-	} else {
-		rep, err = bench.Run(ctx, r, target.Do)
-	}
-	if live {
-		fmt.Fprint(progress, "\r\x1b[K")
-	}
-	if err != nil {
-		return nil, err
-	}
-	rep.Target, rep.Command = target.String(), cfg.Command
-	return rep, nil
-}
-
-func progressLine(p bench.Progress) string {
-	if p.Warmup {
-		return fmt.Sprintf("%5.0fs warming up  %7.0f req/s", p.Elapsed.Seconds(), p.Rate)
-	}
-	return fmt.Sprintf("%5.0fs  %7.0f req/s  %d requests  %d errors  %d dropped  p99 %v",
-		p.Elapsed.Seconds(), p.Rate, p.Requests, p.Errors, p.Dropped, p.P99.Round(10*time.Microsecond))
-}
-
-// isTerminal says whether w is a terminal: the progress line is for people.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// reportFiles are the report files of a run, created before it.
-type reportFiles struct{ json, hgrm, html *os.File }
-
-func createReportFiles(cfg BenchHTTPConfig) (*reportFiles, error) {
-	var fs reportFiles
-	for _, f := range []struct {
-		name string
-		file **os.File
-	}{{cfg.JSON, &fs.json}, {cfg.Hgrm, &fs.hgrm}, {cfg.HTML, &fs.html}} {
-		if f.name == "" || f.name == "-" {
-			continue
-		}
-		file, err := os.Create(f.name)
-		if err != nil {
-			fs.close()
-			return nil, fmt.Errorf("bench: creating report file: %w", err)
-		}
-		*f.file = file
-	}
-	return &fs, nil
-}
-
-func (fs *reportFiles) close() {
-	for _, f := range []*os.File{fs.json, fs.hgrm, fs.html} {
-		if f != nil {
-			f.Close()
-		}
-	}
-}
-
-// writeBenchReports writes the text summary and the report files, and
-// fails a run in which no request succeeded.
-func writeBenchReports(rep *bench.Report, cfg BenchHTTPConfig, files *reportFiles, env Env) error {
-	summary := env.Stdout
-	if cfg.JSON == "-" {
-		summary = env.Stderr
-		if err := rep.WriteJSON(env.Stdout); err != nil {
-			return fmt.Errorf("bench: writing JSON report: %w", err)
-		}
-	}
-	if err := rep.WriteText(summary); err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		file  *os.File
-		write func(io.Writer) error
-	}{{files.json, rep.WriteJSON}, {files.hgrm, rep.WriteHgrm}, {files.html, rep.WriteHTML}} {
-		if f.file == nil {
-			continue
-		}
-		if err := f.write(f.file); err != nil {
-			return fmt.Errorf("bench: writing %s: %w", f.file.Name(), err)
-		}
-		if err := f.file.Close(); err != nil {
-			return fmt.Errorf("bench: writing %s: %w", f.file.Name(), err)
-		}
-	}
-	if rep.OK == 0 && !rep.Interrupted {
-		return errors.New("bench: no request succeeded")
-	}
-	return nil
-}
-
-// BenchRPCConfig configures `inlet bench rpc`.
-type BenchRPCConfig struct {
-	BenchHTTPConfig
-	Service    string
-	Timeout    time.Duration // sent as Inlet-Timeout
-	MetricsURL string        // the gateway's /metrics; "none" to not read it
+	return loadclient.RunHTTP(ctx, cfg, env.Stdout, env.Stderr)
 }
 
 // ParseBenchRPC parses `inlet bench rpc` arguments and environment.
-func ParseBenchRPC(args []string, env Env) (BenchRPCConfig, error) {
-	rc := BenchRPCConfig{Service: "echo", Timeout: 10 * time.Second}
-	h0 := bench.DefaultHTTPConfig()
+func ParseBenchRPC(args []string, env Env) (loadclient.RPCBenchConfig, error) {
+	rc := loadclient.RPCBenchConfig{Service: "echo", Timeout: 10 * time.Second}
+	h0 := loadclient.DefaultHTTPConfig()
 	h0.URL = "http://127.0.0.1:8080"
-	h0.Client = bench.ClientH2C
+	h0.Client = loadclient.ClientH2C
 	h0.Connections = 20000 // in flight: h2c multiplexes them over few connections
 	h0.Events, h0.EventBytes = 1, 100
 	cfg, err := parseBench("rpc", args, env, h0, func(fs *flag.FlagSet) {
@@ -416,7 +229,7 @@ func ParseBenchRPC(args []string, env Env) (BenchRPCConfig, error) {
 	if rc.MetricsURL == "" {
 		rc.MetricsURL = base + "/metrics"
 	}
-	rc.BenchHTTPConfig = cfg
+	rc.HTTPBenchConfig = cfg
 	return rc, cfg.Validate()
 }
 
@@ -425,52 +238,5 @@ func runBenchRPC(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	files, err := createReportFiles(cfg.BenchHTTPConfig)
-	if err != nil {
-		return err
-	}
-	defer files.close()
-	stop, err := startCPUProfile(cfg.CPUProfile)
-	if err != nil {
-		return err
-	}
-	var sampler *bench.Sampler
-	if cfg.MetricsURL != "none" {
-		if sampler, err = bench.StartSampler(cfg.MetricsURL, "inlet_rpc_in_flight", 250*time.Millisecond); err != nil {
-			stop()
-			return err
-		}
-	}
-	rep, err := BenchHTTP(ctx, cfg.BenchHTTPConfig, env.Stderr)
-	stop()
-	if sampler != nil {
-		stats := sampler.Stop()
-		if rep != nil {
-			rep.Server = stats
-		}
-	}
-	if err != nil {
-		return err
-	}
-	return writeBenchReports(rep, cfg.BenchHTTPConfig, files, env)
-}
-
-// startCPUProfile profiles this process's CPU into path until stop is
-// called; with an empty path it does nothing.
-func startCPUProfile(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}, nil
+	return loadclient.RunRPC(ctx, cfg, env.Stdout, env.Stderr)
 }

@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inlet-dev/inlet/internal/bench"
+	"github.com/inlet-dev/inlet/internal/bench/loadclient"
+	"github.com/inlet-dev/inlet/internal/bench/report"
 )
 
 func TestParseBenchCatalog(t *testing.T) {
@@ -18,8 +19,8 @@ func TestParseBenchCatalog(t *testing.T) {
 		t.Fatal(err)
 	}
 	tc := cfg.Targets[0]
-	if len(cfg.Targets) != 1 || tc.Proto != bench.ProtoGRPC || tc.Addr != "h:1" || tc.Connections != 4 || cfg.Run.Workers != 64 ||
-		tc.ClientID != "c1" || tc.Secret != "s3cret" || tc.Keys != 50 || tc.Auth != bench.AuthSession || !cfg.Prefill || cfg.Run.Open() {
+	if len(cfg.Targets) != 1 || tc.Proto != loadclient.ProtoGRPC || tc.Addr != "h:1" || tc.Connections != 4 || cfg.Run.Workers != 64 ||
+		tc.ClientID != "c1" || tc.Secret != "s3cret" || tc.Keys != 50 || tc.Auth != loadclient.AuthSession || !cfg.Prefill || cfg.Run.Open() {
 		t.Fatalf("%+v", cfg)
 	}
 	if strings.Contains(cfg.Command, "s3cret") || !strings.Contains(cfg.Command, "--secret ...") {
@@ -34,15 +35,15 @@ func TestParseBenchCatalog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Targets) != 2 || cfg.Targets[0].Addr != "g:1" || cfg.Targets[1].Addr != "t:2" || cfg.Targets[1].Proto != bench.ProtoThrift ||
-		cfg.Targets[1].ThriftTransport != bench.ThriftBuffered || cfg.Targets[1].Secret != "from-file" || !cfg.Targets[0].Miss ||
-		cfg.Run.Rate != 1000 || cfg.Run.Workers != 32 || cfg.Targets[0].Auth != bench.AuthSecret {
+	if len(cfg.Targets) != 2 || cfg.Targets[0].Addr != "g:1" || cfg.Targets[1].Addr != "t:2" || cfg.Targets[1].Proto != loadclient.ProtoThrift ||
+		cfg.Targets[1].ThriftTransport != loadclient.ThriftBuffered || cfg.Targets[1].Secret != "from-file" || !cfg.Targets[0].Miss ||
+		cfg.Run.Rate != 1000 || cfg.Run.Workers != 32 || cfg.Targets[0].Auth != loadclient.AuthSecret {
 		t.Fatalf("%+v", cfg)
 	}
 	if cfg, err = ParseBenchCatalog("thrift", nil, env); err != nil || cfg.Targets[0].Addr != "127.0.0.1:9091" || cfg.Targets[0].ClientID != "" {
 		t.Fatalf("defaults: %v %+v", err, cfg)
 	}
-	if cfg, err = ParseBenchCatalog("catalog", []string{"--proto", "thrift"}, env); err != nil || len(cfg.Targets) != 1 || cfg.Targets[0].Proto != bench.ProtoThrift {
+	if cfg, err = ParseBenchCatalog("catalog", []string{"--proto", "thrift"}, env); err != nil || len(cfg.Targets) != 1 || cfg.Targets[0].Proto != loadclient.ProtoThrift {
 		t.Fatalf("--proto thrift: %v %+v", err, cfg)
 	}
 
@@ -93,11 +94,11 @@ func TestBenchCatalogCommand(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := bench.ReadJSON(strings.NewReader(string(b)))
+		rep, err := report.ReadJSON(strings.NewReader(string(b)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.OK == 0 || rep.OK != rep.Requests || len(rep.Status) != 1 || rep.Status[bench.StatusOK] != rep.OK || len(rep.Errors) != 0 {
+		if rep.OK == 0 || rep.OK != rep.Requests || len(rep.Status) != 1 || rep.Status[loadclient.StatusOK] != rep.OK || len(rep.Errors) != 0 {
 			t.Errorf("%s: %d requests, %d ok, statuses %v, errors %v", proto, rep.Requests, rep.OK, rep.Status, rep.Errors)
 		}
 		if _, err := os.Stat(filepath.Join(dir, "r."+proto+".hgrm")); err != nil {
@@ -126,7 +127,7 @@ func TestBenchCatalogSessionTokenReuse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err, errb)
 		}
-		runs, err := BenchCatalog(t.Context(), cfg, errb)
+		runs, err := loadclient.BenchCatalog(t.Context(), cfg, errb)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +157,7 @@ func TestBenchCatalogErrors(t *testing.T) {
 	mustMain(t, map[string]string{"INLET_SECRET": s.adminSecret}, "bench", "grpc", "--target", s.grpcAddr, "--client-id", "admin", "--miss", "--group", "fills",
 		"--rate", "200", "--duration", "500ms", "--warmup", "0s", "--json", filepath.Join(dir, "miss.json"))
 	b, _ := os.ReadFile(filepath.Join(dir, "miss.json"))
-	var rep bench.Report
+	var rep report.Report
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatal(err)
 	}

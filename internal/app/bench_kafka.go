@@ -5,52 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/bench/loadclient"
 	"github.com/inlet-dev/inlet/internal/cliflag"
 
 	"github.com/inlet-dev/inlet/internal/bench"
 )
-
-// BenchKafkaConfig configures `inlet bench kafka`.
-type BenchKafkaConfig struct {
-	Run   bench.Config
-	Kafka bench.KafkaConfig
-	// Records, if positive, measures that many records instead of
-	// Run.Duration; WarmupRecords, if positive, leaves that many out first
-	// instead of Run.Warmup.
-	Records, WarmupRecords int64
-	// Report files: JSON ("-" for stdout), HdrHistogram percentiles, HTML.
-	JSON, Hgrm, HTML string
-	// Command is the command line, for the reports.
-	Command string
-}
-
-// Validate reports the first invalid setting.
-func (c BenchKafkaConfig) Validate() error {
-	r := c.Run
-	if c.Records > 0 {
-		r.Duration = time.Second // not used: the count ends the run
-	}
-	switch {
-	case c.Records < 0 || c.WarmupRecords < 0:
-		return errors.New("bench: record counts must not be negative")
-	case c.WarmupRecords > 0 && c.Run.Warmup > 0:
-		return errors.New("bench: a warmup of records or of time, not both")
-	}
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	return c.Kafka.Validate()
-}
-
-// reports is the part of an HTTP bench config the report writers read.
-func (c BenchKafkaConfig) reports() BenchHTTPConfig {
-	return BenchHTTPConfig{JSON: c.JSON, Hgrm: c.Hgrm, HTML: c.HTML, Command: c.Command}
-}
 
 // warmupFlag is --warmup: a time (5s) or a number of records (10000).
 type warmupFlag struct {
@@ -82,8 +45,8 @@ func (f warmupFlag) Set(s string) error {
 }
 
 // ParseBenchKafka parses `inlet bench kafka` arguments and environment.
-func ParseBenchKafka(args []string, env Env) (BenchKafkaConfig, error) {
-	cfg := BenchKafkaConfig{Run: bench.DefaultConfig(), Kafka: bench.DefaultKafkaConfig()}
+func ParseBenchKafka(args []string, env Env) (loadclient.KafkaBenchConfig, error) {
+	cfg := loadclient.KafkaBenchConfig{Run: bench.DefaultConfig(), Kafka: loadclient.DefaultKafkaConfig()}
 	cfg.Run.Timeout = 30 * time.Second
 	r, k := &cfg.Run, &cfg.Kafka
 	fs := newFlags("bench kafka", env)
@@ -136,86 +99,5 @@ func runBenchKafka(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	files, err := createReportFiles(cfg.reports())
-	if err != nil {
-		return err
-	}
-	defer files.close()
-	rep, stats, err := BenchKafka(ctx, cfg, env.Stderr)
-	if err != nil {
-		return err
-	}
-	if err := writeBenchReports(rep, cfg.reports(), files, env); err != nil {
-		return err
-	}
-	summary := env.Stdout
-	if cfg.JSON == "-" {
-		summary = env.Stderr
-	}
-	_, err = io.WriteString(summary, perfTestLine(rep, cfg.Kafka, stats))
-	return err
-}
-
-// BenchKafka runs `inlet bench kafka`. It writes the start of the run to
-// progress, and a live progress line once a second if progress is a
-// terminal. stats is nil unless the run is end to end.
-func BenchKafka(ctx context.Context, cfg BenchKafkaConfig, progress io.Writer) (rep *bench.Report, stats *bench.KafkaStats, err error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, nil, err
-	}
-	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	target, err := bench.NewKafka(setup, cfg.Kafka)
-	cancel()
-	if err != nil {
-		return nil, nil, err
-	}
-	defer target.Close()
-	r := cfg.Run
-	mode := fmt.Sprintf("closed loop, %d records in flight", r.Workers)
-	if r.Open() {
-		mode = fmt.Sprintf("open loop at %g records/s, %d in flight at most", r.Rate, r.Workers)
-	}
-	length := fmt.Sprintf("for %v", r.Duration)
-	if cfg.Records > 0 {
-		length = fmt.Sprintf("%d records", cfg.Records)
-	}
-	warmup := r.Warmup.String()
-	if cfg.WarmupRecords > 0 {
-		warmup = fmt.Sprintf("%d records", cfg.WarmupRecords)
-	}
-	fmt.Fprintf(progress, "inlet bench: %s, %s, %s after %s warmup\n", target, mode, length, warmup)
-	live := isTerminal(progress)
-	if live {
-		r.Progress = func(p bench.Progress) { fmt.Fprintf(progress, "\r\x1b[K%s", progressLine(p)) }
-	}
-	rep, err = bench.RunCount(ctx, r, cfg.WarmupRecords, cfg.Records, target.Do)
-	if live {
-		fmt.Fprint(progress, "\r\x1b[K")
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	rep.Target, rep.Command = target.String(), cfg.Command
-	if cfg.Kafka.E2E {
-		st := target.Stats()
-		stats = &st
-	}
-	return rep, stats, nil
-}
-
-// perfTestLine sums a run up as kafka-producer-perf-test does, for
-// comparison with it.
-func perfTestLine(rep *bench.Report, k bench.KafkaConfig, stats *bench.KafkaStats) string {
-	l := rep.Latency
-	mb := rep.EventsPerSec * float64(k.RecordBytes) / (1 << 20)
-	what := "latency"
-	if k.E2E {
-		what = "end-to-end latency"
-	}
-	s := fmt.Sprintf("%d records sent, %.1f records/sec (%.2f MB/sec), %.2f ms avg %s, %.2f ms max %s, %.0f ms 50th, %.0f ms 95th, %.0f ms 99th, %.0f ms 99.9th.\n",
-		rep.Requests, rep.EventsPerSec, mb, l.Mean, what, l.Max, what, l.P50, l.P95, l.P99, l.P999)
-	if stats != nil {
-		s += fmt.Sprintf("consumer: %d records of this run read, %d others (other producers, duplicates, late)\n", stats.Consumed, stats.Stray)
-	}
-	return s
+	return loadclient.RunKafka(ctx, cfg, env.Stdout, env.Stderr)
 }

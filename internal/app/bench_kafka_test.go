@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inlet-dev/inlet/internal/bench"
+	"github.com/inlet-dev/inlet/internal/bench/loadclient"
+	"github.com/inlet-dev/inlet/internal/bench/report"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
@@ -36,7 +37,7 @@ func TestParseBenchKafka(t *testing.T) {
 	if cfg.Run.Warmup != 3*time.Second || cfg.WarmupRecords != 0 || cfg.Run.Duration != 7*time.Second || cfg.Run.Open() {
 		t.Errorf("time run: %+v", cfg.Run)
 	}
-	d := bench.DefaultKafkaConfig()
+	d := loadclient.DefaultKafkaConfig()
 	if d.Acks != "all" || d.RecordBytes != 100 || d.Linger != 5*time.Millisecond || d.Compression != "none" || d.Topic != "inlet-bench" {
 		t.Errorf("documented defaults changed: %+v", d)
 	}
@@ -92,7 +93,7 @@ func TestBenchKafkaCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rep, err := bench.ReadJSON(f)
+	rep, err := report.ReadJSON(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +113,11 @@ func TestBenchKafkaCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	rep, err = bench.ReadJSON(strings.NewReader(out.String()))
+	rep, err = report.ReadJSON(strings.NewReader(out.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Mode != "open" || rep.OK != 100 || rep.Status[bench.StatusConsumed] != 100 || !strings.Contains(rep.Target, "end-to-end") {
+	if rep.Mode != "open" || rep.OK != 100 || rep.Status[loadclient.StatusConsumed] != 100 || !strings.Contains(rep.Target, "end-to-end") {
 		t.Errorf("e2e report: mode %s, %d ok, statuses %v, target %q", rep.Mode, rep.OK, rep.Status, rep.Target)
 	}
 	for _, want := range []string{"open loop at 200 records/s", "end-to-end latency", "consumer: 120 records of this run read"} {

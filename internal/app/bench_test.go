@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/inlet-dev/inlet/internal/bench"
+	"github.com/inlet-dev/inlet/internal/bench/loadclient"
+	"github.com/inlet-dev/inlet/internal/bench/report"
 )
 
 func TestParseBenchHTTP(t *testing.T) {
@@ -46,7 +47,7 @@ func TestParseBenchHTTP(t *testing.T) {
 	if cfg.Run.Open() || cfg.Run.Workers != 8 || cfg.HTTP.Connections != 8 {
 		t.Errorf("closed loop: %+v", cfg)
 	}
-	d := bench.DefaultHTTPConfig()
+	d := loadclient.DefaultHTTPConfig()
 	if d.Events != 5 || d.EventBytes != 100 || d.Connections != 100 || d.URL != "http://127.0.0.1:8080/v1/batch" {
 		t.Errorf("documented defaults changed: %+v", d)
 	}
@@ -125,7 +126,7 @@ func TestBenchHTTPCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rep, err := bench.ReadJSON(f)
+	rep, err := report.ReadJSON(f)
 	if err != nil {
 		t.Fatal(err)
 	}

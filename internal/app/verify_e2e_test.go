@@ -209,10 +209,13 @@ func TestVerifyAckGap(t *testing.T) {
 	after, _ := time.ParseDuration(gap.LongestAfter)
 	// The gap holds the outage: it starts with the last 2xx before it
 	// (requests arrive every 25 ms) and ends with the first 2xx after it.
+	// That last 2xx may be recorded after the outage began (4 requests in
+	// flight; on a loaded machine an answer takes longer than 25 ms), so
+	// the gap may be a little shorter than the outage (it was 1.499 s once).
 	// longest_s and longest are both rounded to the millisecond; as
 	// floats they may differ in the last bit.
-	if longest < outage || longest > outage+time.Second || gap.AtLeast1s != 1 || math.Abs(gap.LongestSeconds-longest.Seconds()) > 1e-9 {
-		t.Errorf("ack gaps %+v, want one of %v to %v\n%s", gap, outage, outage+time.Second, stderr)
+	if longest < outage-250*time.Millisecond || longest > outage+time.Second || gap.AtLeast1s != 1 || math.Abs(gap.LongestSeconds-longest.Seconds()) > 1e-9 {
+		t.Errorf("ack gaps %+v, want one of %v to %v\n%s", gap, outage-250*time.Millisecond, outage+time.Second, stderr)
 	}
 	if after > outageAfter+200*time.Millisecond || after < outageAfter-time.Second || gap.LongestStart.IsZero() {
 		t.Errorf("the longest gap began %v after the start (at %v), the outage %v after the first request", after, gap.LongestStart, outageAfter)

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/bench/report"
 )
 
 // fakeAsync is an AsyncTarget that answers 200 after delay (never, if delay
@@ -55,7 +57,7 @@ func (f *fakeAsync) start(ctx context.Context, deadline time.Time, done func(Res
 	stopCtx = context.AfterFunc(ctx, func() { finish(Result{Err: ctx.Err(), Events: 1}) })
 }
 
-func runAsync(tb testing.TB, cfg Config, target AsyncTarget) *Report {
+func runAsync(tb testing.TB, cfg Config, target AsyncTarget) *report.Report {
 	tb.Helper()
 	rep, err := RunAsync(context.Background(), cfg, target)
 	if err != nil {

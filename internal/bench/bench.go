@@ -1,14 +1,13 @@
 // Package bench is a load generator that measures honestly: in one warmed-up
 // process, open loop at a paced rate with latency taken from each request's
 // intended send time (no coordinated omission), or closed loop with a fixed
-// number of workers; figures come from HdrHistogram, and reports are text,
-// JSON, an HdrHistogram percentile file and a self-contained HTML page.
+// number of workers; figures come from HdrHistogram, in a report.Report.
 //
 // What is measured is a Target: one function that sends one request and
 // waits for its answer, or an AsyncTarget, which starts one and reports it
 // through a callback, so that many requests in flight cost no goroutine
-// each (RunAsync). HTTP is a Target, and with its h2c client an AsyncTarget
-// too (NewHTTP); other protocols plug in the same way.
+// each (RunAsync). The targets (HTTP, Kafka, the catalog's gRPC and Thrift)
+// are in package loadclient; the reports' formats in package report.
 package bench
 
 import (
@@ -23,6 +22,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/bench/report"
 )
 
 // Result is the outcome of one request, as a Target reports it.
@@ -159,7 +160,7 @@ type Progress struct {
 // first, Run stops sending, cancels the requests in flight and reports what
 // was measured until then, with Report.Interrupted set; it returns an error
 // only for an invalid cfg.
-func Run(ctx context.Context, cfg Config, target Target) (*Report, error) {
+func Run(ctx context.Context, cfg Config, target Target) (*report.Report, error) {
 	return runTarget(ctx, cfg, target, nil)
 }
 
@@ -169,12 +170,12 @@ func Run(ctx context.Context, cfg Config, target Target) (*Report, error) {
 // come: no goroutine waits per request, so thousands in flight cost only
 // the target's own state. A closed loop runs cfg.Workers goroutines, each
 // waiting for its request (see Blocking).
-func RunAsync(ctx context.Context, cfg Config, target AsyncTarget) (*Report, error) {
+func RunAsync(ctx context.Context, cfg Config, target AsyncTarget) (*report.Report, error) {
 	return runTarget(ctx, cfg, Blocking(target), target)
 }
 
 // runTarget is Run; async, if set, is the open loop's target instead of target.
-func runTarget(ctx context.Context, cfg Config, target Target, async AsyncTarget) (*Report, error) {
+func runTarget(ctx context.Context, cfg Config, target Target, async AsyncTarget) (*report.Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

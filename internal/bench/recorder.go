@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	hdrhistogram "github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/inlet-dev/inlet/internal/bench/report"
 )
 
 // The histograms' range: 1 µs to 60 s, 3 significant digits. Longer
@@ -45,8 +45,8 @@ type recorder struct {
 	lag         *hdrhistogram.Histogram // open loop only
 	cur         *hdrhistogram.Histogram // latencies of second curSec
 	curSec      int
-	series      []Second // by second of completion after measure
-	started     []int64  // open loop: requests sent, by second of intended time
+	series      []report.Second // by second of completion after measure
+	started     []int64         // open loop: requests sent, by second of intended time
 	requests    int64
 	ok          int64
 	failed      int64 // client failures and answers that are not a success
@@ -56,7 +56,7 @@ type recorder struct {
 	received    int64
 	unfinishedN int64
 	status      map[string]int64
-	errs        map[string]*ErrorCount
+	errs        map[string]*report.ErrorCount
 	interrupted bool
 }
 
@@ -66,9 +66,9 @@ func newRecorder(cfg Config, t0 time.Time) *recorder {
 		measure: t0.Add(cfg.Warmup),
 		lat:     newHistogram(),
 		cur:     newHistogram(),
-		series:  make([]Second, secondsIn(cfg.Duration)),
+		series:  make([]report.Second, secondsIn(cfg.Duration)),
 		status:  map[string]int64{},
-		errs:    map[string]*ErrorCount{},
+		errs:    map[string]*report.ErrorCount{},
 	}
 	if cfg.Open() {
 		r.lag = newHistogram()
@@ -171,7 +171,7 @@ func (r *recorder) addError(kind string, err error) {
 		if len(msg) > maxExample {
 			msg = msg[:maxExample] + "..."
 		}
-		e = &ErrorCount{Kind: kind, Example: msg}
+		e = &report.ErrorCount{Kind: kind, Example: msg}
 		r.errs[kind] = e
 	}
 	e.Count++
@@ -183,9 +183,9 @@ func (r *recorder) flush() {
 		return
 	}
 	s := &r.series[r.curSec]
-	s.P50 = ms(r.cur.ValueAtQuantile(50))
-	s.P99 = ms(r.cur.ValueAtQuantile(99))
-	s.Max = ms(r.cur.Max())
+	s.P50 = report.Millis(r.cur.ValueAtQuantile(50))
+	s.P99 = report.Millis(r.cur.ValueAtQuantile(99))
+	s.Max = report.Millis(r.cur.Max())
 	r.cur.Reset()
 }
 
@@ -201,13 +201,13 @@ func (r *recorder) progress() Progress {
 
 // report builds the report of a run stopped at stop after its start. No
 // request may be recorded any more.
-func (r *recorder) report(p Pacer, stop time.Duration) *Report {
+func (r *recorder) report(p Pacer, stop time.Duration) *report.Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.flush()
 	cfg := r.cfg
 	window := max(stop-cfg.Warmup, 0)
-	rep := &Report{
+	rep := &report.Report{
 		Mode:           "closed",
 		Workers:        cfg.Workers,
 		Warmup:         cfg.Warmup.Seconds(),
@@ -223,7 +223,7 @@ func (r *recorder) report(p Pacer, stop time.Duration) *Report {
 		BytesSent:      r.sent,
 		BytesReceived:  r.received,
 		Status:         map[string]int64{},
-		Latency:        summarize(r.lat),
+		Latency:        report.Summarize(r.lat),
 	}
 	for k, v := range r.status {
 		rep.Status[k] = v
@@ -233,7 +233,7 @@ func (r *recorder) report(p Pacer, stop time.Duration) *Report {
 		rep.Mode = "open"
 		rep.Rate, rep.StartRate = cfg.Rate, cfg.StartRate
 		rep.MaxLag = cfg.MaxLag.Seconds()
-		lag := summarize(r.lag)
+		lag := report.Summarize(r.lag)
 		rep.SendLag = &lag
 		for i := 0; i < n && i < len(r.started); i++ {
 			from := cfg.Warmup + time.Duration(i)*time.Second
@@ -252,7 +252,7 @@ func (r *recorder) report(p Pacer, stop time.Duration) *Report {
 			last = max(last, i+1)
 		}
 	}
-	rep.Series = make([]Second, last)
+	rep.Series = make([]report.Second, last)
 	copy(rep.Series, r.series)
 	for i := range rep.Series {
 		rep.Series[i].T = i
@@ -261,7 +261,7 @@ func (r *recorder) report(p Pacer, stop time.Duration) *Report {
 		rep.Errors = append(rep.Errors, *e)
 	}
 	if rep.Dropped > 0 {
-		rep.Errors = append(rep.Errors, ErrorCount{Kind: KindDropped, Count: rep.Dropped,
+		rep.Errors = append(rep.Errors, report.ErrorCount{Kind: KindDropped, Count: rep.Dropped,
 			Example: fmt.Sprintf("not started within %v of the intended time: the generator fell behind (%d requests in flight, its limit, or short of CPU itself)", cfg.MaxLag, cfg.Workers)})
 	}
 	sort.Slice(rep.Errors, func(i, j int) bool {
@@ -278,27 +278,5 @@ func (r *recorder) report(p Pacer, stop time.Duration) *Report {
 	if b, err := r.lat.Encode(hdrhistogram.V2CompressedEncodingCookieBase); err == nil {
 		rep.Histogram = string(b)
 	}
-	rep.lat = r.lat
 	return rep
 }
-
-func summarize(h *hdrhistogram.Histogram) Latency {
-	if h.TotalCount() == 0 {
-		return Latency{}
-	}
-	return Latency{
-		Count: h.TotalCount(),
-		Mean:  h.Mean() / 1e3,
-		P50:   ms(h.ValueAtQuantile(50)),
-		P90:   ms(h.ValueAtQuantile(90)),
-		P95:   ms(h.ValueAtQuantile(95)),
-		P99:   ms(h.ValueAtQuantile(99)),
-		P999:  ms(h.ValueAtQuantile(99.9)),
-		Max:   ms(h.Max()),
-	}
-}
-
-// ms converts a histogram value (µs) to milliseconds.
-func ms(us int64) float64 { return float64(us) / 1e3 }
-
-var errNoHistogram = errors.New("bench: report has no histogram")

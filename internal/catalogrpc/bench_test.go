@@ -11,17 +11,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/inlet-dev/inlet/internal/auth"
-	"github.com/inlet-dev/inlet/internal/bench"
+	"github.com/inlet-dev/inlet/internal/bench/loadclient"
 	"github.com/inlet-dev/inlet/internal/catalog"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
 // benchServer starts the front ends on the real catalog (embedded store)
 // and real credentials, with metrics registered as in inlet, and returns a
-// bench.Catalog target of proto that has looked its keys up once (so the
+// loadclient.Catalog target of proto that has looked its keys up once (so the
 // benchmark measures cached hits with session tokens, as `inlet bench
 // grpc|thrift` does).
-func benchServer(b *testing.B, proto string) *bench.Catalog {
+func benchServer(b *testing.B, proto string) *loadclient.Catalog {
 	b.Helper()
 	dir := b.TempDir()
 	clients := filepath.Join(dir, "clients.json")
@@ -53,7 +53,7 @@ func benchServer(b *testing.B, proto string) *bench.Catalog {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if proto == bench.ProtoGRPC {
+	if proto == loadclient.ProtoGRPC {
 		go s.ServeGRPC(l)
 	} else {
 		go s.ServeThrift(l)
@@ -63,10 +63,10 @@ func benchServer(b *testing.B, proto string) *bench.Catalog {
 		defer cancel()
 		_ = s.Shutdown(ctx)
 	})
-	cfg := bench.DefaultCatalogConfig()
+	cfg := loadclient.DefaultCatalogConfig()
 	cfg.Proto, cfg.Addr, cfg.Connections = proto, l.Addr().String(), 4
 	cfg.ClientID, cfg.Secret, cfg.Keys = "bench", secret, 100
-	c, err := bench.NewCatalog(cfg)
+	c, err := loadclient.NewCatalog(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -104,8 +104,8 @@ func benchDataType(b *testing.B, proto string) {
 }
 
 // BenchmarkGRPCDataType is inf.Data/DataType over gRPC on loopback.
-func BenchmarkGRPCDataType(b *testing.B) { benchDataType(b, bench.ProtoGRPC) }
+func BenchmarkGRPCDataType(b *testing.B) { benchDataType(b, loadclient.ProtoGRPC) }
 
 // BenchmarkThriftDataType is inf.Data.DataType over Thrift (binary,
 // framed) on loopback.
-func BenchmarkThriftDataType(b *testing.B) { benchDataType(b, bench.ProtoThrift) }
+func BenchmarkThriftDataType(b *testing.B) { benchDataType(b, loadclient.ProtoThrift) }

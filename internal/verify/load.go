@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
+	"sync/atomic"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/bench"
 )
 
 // LoadConfig configures Load. Start from DefaultLoadConfig.
@@ -23,7 +23,8 @@ type LoadConfig struct {
 	// Target is the gateway's base URL, http://host:port; events go to
 	// Target + "/v1/batch".
 	Target string
-	// Events is how many events to send; 0 sends until Duration ends.
+	// Events is how many events to send; 0 sends until Duration ends. One
+	// of Events and Duration is set.
 	Events int
 	// Batch is the number of events per request.
 	Batch int
@@ -31,7 +32,7 @@ type LoadConfig struct {
 	Concurrency int
 	// Rate is events per second; 0 sends as fast as the gateway answers.
 	Rate float64
-	// Duration stops sending after this long; 0 is no limit. Requests in
+	// Duration, with Events 0, stops sending after this long. Requests in
 	// flight then are finished.
 	Duration time.Duration
 	// Timeout bounds one request, answer included.
@@ -78,12 +79,16 @@ func (c LoadConfig) Validate() error {
 		return errors.New("verify: duration must not be negative")
 	case c.Events == 0 && c.Duration == 0:
 		return errors.New("verify: nothing to send: set a number of events or a duration")
+	case c.Events > 0 && c.Duration > 0:
+		return errors.New("verify: a number of events or a duration, not both")
 	case c.Batch < 1 || c.Concurrency < 1:
 		return errors.New("verify: batch and concurrency must be at least 1")
+	case c.Concurrency > 100000:
+		return errors.New("verify: concurrency at most 100000 (the load engine's workers)")
 	case c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0):
 		return fmt.Errorf("verify: rate %v: want events per second, or 0 for as fast as possible", c.Rate)
-	case c.Timeout <= 0:
-		return errors.New("verify: timeout must be positive")
+	case c.Timeout <= 0 || c.Timeout > time.Minute:
+		return errors.New("verify: timeout must be positive and at most 1m (the load engine's latency range)")
 	case c.EventName == "" || len(c.EventName) > 128:
 		return errors.New("verify: event name must be 1 to 128 bytes")
 	case c.Run == "" || len(c.Run) > maxRunLen:
@@ -103,6 +108,12 @@ func (c LoadConfig) Validate() error {
 // before its request and as acknowledged when the gateway answered 2xx
 // (less any the answer lists as rejected). Each request's outcome is counted
 // with l.Answered. Requests are not retried.
+//
+// The load runs on the bench engine (bench.RunCount): an open loop at
+// cfg.Rate/cfg.Batch requests a second, or a closed loop of
+// cfg.Concurrency workers. A batch that finds every worker busy waits;
+// later ones are then sent as soon as possible, which catches up to the
+// rate: none is dropped.
 //
 // An https:// target's certificate is checked with cfg.TLSCAFile's CAs
 // before anything is sent: Load fails at once, in one line, if the file
@@ -132,58 +143,25 @@ func Load(ctx context.Context, cfg LoadConfig, l *Ledger) error {
 	}
 	defer tr.CloseIdleConnections()
 	s := sender{
-		client: &http.Client{Transport: tr, Timeout: cfg.Timeout},
+		client: &http.Client{Transport: tr},
 		url:    strings.TrimRight(cfg.Target, "/") + "/v1/batch",
 		cfg:    cfg,
 		name:   name,
 		l:      l,
+		ctx:    ctx,
 	}
-
-	sendCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if cfg.Duration > 0 {
-		sendCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
-		defer cancel()
+	run := bench.Config{Workers: cfg.Concurrency, Duration: cfg.Duration, Timeout: cfg.Timeout}
+	if cfg.Rate > 0 {
+		// A late batch waits for a worker, however late: none is dropped.
+		run.Rate, run.MaxLag = cfg.Rate/float64(cfg.Batch), 24*time.Hour
 	}
-	firsts := make(chan int)
-	var wg sync.WaitGroup
-	for range cfg.Concurrency {
-		wg.Go(func() {
-			for first := range firsts {
-				s.send(ctx, first)
-			}
-		})
+	var batches int64 // 0: Duration ends the run
+	if cfg.Events > 0 {
+		batches = int64((cfg.Events + cfg.Batch - 1) / cfg.Batch)
 	}
-	// Batch i is due at start + i*Batch/Rate. A batch that finds every
-	// worker busy waits; later ones are then sent as soon as possible,
-	// which catches up to the rate.
-	start := time.Now()
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-dispatch:
-	for n := 0; cfg.Events == 0 || n < cfg.Events; n += cfg.Batch {
-		if cfg.Rate > 0 {
-			due := time.Duration(float64(n) / cfg.Rate * float64(time.Second))
-			if cfg.Duration > 0 && due >= cfg.Duration {
-				break // Rate * Duration events, not one batch more
-			}
-			if d := time.Until(start.Add(due)); d > 0 {
-				timer.Reset(d)
-				select {
-				case <-timer.C:
-				case <-sendCtx.Done():
-					break dispatch
-				}
-			}
-		}
-		select {
-		case firsts <- n:
-		case <-sendCtx.Done():
-			break dispatch
-		}
+	if _, err := bench.RunCount(ctx, run, 0, batches, s.send); err != nil {
+		return fmt.Errorf("verify: %w", err)
 	}
-	close(firsts)
-	wg.Wait()
 	return ctx.Err()
 }
 
@@ -194,11 +172,15 @@ type sender struct {
 	cfg    LoadConfig
 	name   []byte // the event name as JSON
 	l      *Ledger
+	ctx    context.Context // Load's: its end is a cancellation, not a timeout
+	next   atomic.Int64    // the first event of the next batch
 }
 
-// send sends the batch of events first, first+1, ... and records the outcome.
-func (s *sender) send(ctx context.Context, first int) {
+// send sends the next batch of events and records the outcome. It is a
+// bench.Target.
+func (s *sender) send(ctx context.Context) bench.Result {
 	n := s.cfg.Batch
+	first := int(s.next.Add(int64(n))) - n
 	if s.cfg.Events > 0 {
 		n = min(n, s.cfg.Events-first)
 	}
@@ -215,27 +197,30 @@ func (s *sender) send(ctx context.Context, first int) {
 		fmt.Fprintf(&b, `{"event":%s,"id":"%s","props":{"seq":%d}}`, s.name, ids[i], seq)
 	}
 	b.WriteByte(']')
+	res := bench.Result{Sent: int64(b.Len()), Events: n}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, &b)
 	if err != nil {
 		s.l.Answered("error")
-		return
+		return bench.Result{Err: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "inlet-verify")
 	s.l.Sent(ids...)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		s.l.Answered(errorKind(ctx, err))
-		return
+		s.l.Answered(s.errorKind(err))
+		res.Err = err
+		return res
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // keep the connection when we can
 	resp.Body.Close()
-	s.l.Answered(strconv.Itoa(resp.StatusCode))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return
+	res.Status, res.OK, res.Received = strconv.Itoa(resp.StatusCode), resp.StatusCode/100 == 2, int64(len(body))
+	s.l.Answered(res.Status)
+	if res.OK {
+		s.l.Acked(acceptedIDs(ids, body)...)
 	}
-	s.l.Acked(acceptedIDs(ids, body)...)
+	return res
 }
 
 // acceptedIDs drops from ids those the batch answer lists as rejected. An
@@ -262,21 +247,18 @@ func acceptedIDs(ids []string, body []byte) []string {
 	return out
 }
 
-// errorKind names a request that got no answer: "canceled", "tls",
-// "refused", "timeout", "reset" or "error".
-func errorKind(ctx context.Context, err error) string {
-	var ne net.Error
-	switch {
-	case ctx.Err() != nil:
+// errorKind names a request that got no answer: "canceled" (Load's ctx
+// ended), "tls", "refused", "timeout", "reset" or "error", by
+// bench.Classify's kinds.
+func (s *sender) errorKind(err error) string {
+	if s.ctx.Err() != nil {
 		return "canceled"
-	case describeCertError(err, "") != "":
-		return "tls" // a certificate that changed during the load
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "refused"
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return "timeout"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		return "reset"
+	}
+	switch k := bench.Classify(err); k {
+	case bench.KindTLS, bench.KindRefused, bench.KindTimeout, bench.KindReset:
+		return k
+	case bench.KindClosed:
+		return bench.KindReset
 	}
 	return "error"
 }

@@ -1,28 +1,18 @@
-package bench
+package loadclient
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
-)
 
-// ServerStats is what a target's Prometheus /metrics said during a run:
-// its resident memory, idle (before the run) and at its peak, and the most
-// requests it held in flight. BytesPerInFlight is the memory growth over
-// idle divided by that peak.
-type ServerStats struct {
-	URL              string  `json:"metrics_url"`
-	Samples          int     `json:"samples"`
-	InFlightPeak     int64   `json:"in_flight_peak"`
-	RSSIdle          int64   `json:"rss_idle_bytes"`
-	RSSPeak          int64   `json:"rss_peak_bytes"`
-	BytesPerInFlight float64 `json:"bytes_per_in_flight,omitempty"`
-}
+	"github.com/inlet-dev/inlet/internal/bench/report"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
 
 // Sampler reads a target's /metrics on an interval, in the background.
 type Sampler struct {
@@ -33,7 +23,7 @@ type Sampler struct {
 	done     chan struct{}
 
 	mu    sync.Mutex
-	stats ServerStats
+	stats report.ServerStats
 }
 
 // StartSampler reads url once now (the idle figures; it fails if url cannot
@@ -77,7 +67,8 @@ func (s *Sampler) sample() {
 	s.stats.InFlightPeak = max(s.stats.InFlightPeak, inFlight)
 }
 
-// read returns process_resident_memory_bytes and the in-flight gauge.
+// read returns process_resident_memory_bytes and the in-flight gauge (the
+// sum of its series), read with Prometheus' text parser.
 func (s *Sampler) read() (rss, inFlight int64, err error) {
 	resp, err := s.client.Get(s.url)
 	if err != nil {
@@ -87,33 +78,31 @@ func (s *Sampler) read() (rss, inFlight int64, err error) {
 	if resp.StatusCode != http.StatusOK {
 		return 0, 0, fmt.Errorf("status %s", resp.Status)
 	}
-	found := false
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") {
-			continue
-		}
-		v, perr := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if perr != nil {
-			continue
-		}
-		switch name {
-		case "process_resident_memory_bytes":
-			rss, found = int64(v), true
-		case s.inFlight:
-			inFlight = int64(v)
-		}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(io.LimitReader(resp.Body, maxMetricsBytes))
+	if err != nil {
+		return 0, 0, err
 	}
-	if !found {
+	mem, ok := families["process_resident_memory_bytes"]
+	if !ok {
 		return 0, 0, fmt.Errorf("no process_resident_memory_bytes in %s", s.url)
 	}
-	return rss, inFlight, sc.Err()
+	return int64(sum(mem)), int64(sum(families[s.inFlight])), nil
+}
+
+// maxMetricsBytes bounds the /metrics answer read.
+const maxMetricsBytes = 16 << 20
+
+// sum is the sum of the values of a family's gauges or untyped series.
+func sum(mf *dto.MetricFamily) (v float64) {
+	for _, m := range mf.GetMetric() {
+		v += m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+	}
+	return v
 }
 
 // Stop takes a last sample, stops sampling and returns the figures.
-func (s *Sampler) Stop() *ServerStats {
+func (s *Sampler) Stop() *report.ServerStats {
 	s.cancel()
 	<-s.done
 	s.sample()

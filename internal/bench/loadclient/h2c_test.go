@@ -1,4 +1,4 @@
-package bench
+package loadclient
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/bench"
 	"github.com/klauspost/compress/gzip"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
@@ -58,14 +59,14 @@ func h2cTarget(tb testing.TB, url string, h2conns int, edit func(*HTTPConfig)) *
 
 // startAll starts n requests on target at once and returns their results
 // once all are done, failing the test if that takes a minute.
-func startAll(tb testing.TB, target AsyncTarget, n int, timeout time.Duration) []Result {
+func startAll(tb testing.TB, target bench.AsyncTarget, n int, timeout time.Duration) []bench.Result {
 	tb.Helper()
-	results := make([]Result, n)
+	results := make([]bench.Result, n)
 	var wg sync.WaitGroup
 	wg.Add(n)
 	deadline := time.Now().Add(timeout)
 	for i := range n {
-		target(context.Background(), deadline, func(r Result) {
+		target(context.Background(), deadline, func(r bench.Result) {
 			results[i] = r
 			wg.Done()
 		})
@@ -81,11 +82,11 @@ func startAll(tb testing.TB, target AsyncTarget, n int, timeout time.Duration) [
 }
 
 // countResults counts the results by status, or by error kind.
-func countResults(results []Result) map[string]int {
+func countResults(results []bench.Result) map[string]int {
 	m := map[string]int{}
 	for _, r := range results {
 		if r.Err != nil {
-			m[Classify(r.Err)]++
+			m[bench.Classify(r.Err)]++
 		} else {
 			m[r.Status]++
 		}
@@ -143,7 +144,7 @@ func TestBenchH2CRequests(t *testing.T) {
 			tc.edit(c)
 		})
 		for i := range 4 {
-			var res Result
+			var res bench.Result
 			if i%2 == 0 {
 				res = h.Do(context.Background())
 			} else {
@@ -325,7 +326,7 @@ func TestBenchH2CTimeout(t *testing.T) {
 	h := h2cTarget(t, srv.URL, 1, nil)
 	start := time.Now()
 	res := startAll(t, h.Async(), 3, 200*time.Millisecond)
-	if counts := countResults(res); counts[KindTimeout] != 3 {
+	if counts := countResults(res); counts[bench.KindTimeout] != 3 {
 		t.Fatalf("results %v: want 3 timeouts", counts)
 	}
 	if d := time.Since(start); d < 200*time.Millisecond {
@@ -341,7 +342,7 @@ func TestBenchH2CTimeout(t *testing.T) {
 	// A blocking call times out by its context.
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if r := h.Do(ctx); Classify(r.Err) != KindTimeout {
+	if r := h.Do(ctx); bench.Classify(r.Err) != bench.KindTimeout {
 		t.Errorf("Do: %+v, want a timeout", r)
 	}
 }
@@ -365,20 +366,20 @@ func TestBenchH2CBrokenConnections(t *testing.T) {
 		}
 	})
 	h := h2cTarget(t, srv.URL, 2, nil)
-	results := make(chan Result, 10)
+	results := make(chan bench.Result, 10)
 	for range 10 {
-		h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { results <- r })
+		h.Async()(context.Background(), time.Now().Add(time.Minute), func(r bench.Result) { results <- r })
 	}
 	for range 10 {
 		<-arrived
 	}
 	srv.CloseClientConnections()
-	var failed []Result
+	var failed []bench.Result
 	for range 10 {
 		failed = append(failed, <-results)
 	}
 	counts := countResults(failed)
-	if counts[KindClosed]+counts[KindReset] != 10 {
+	if counts[bench.KindClosed]+counts[bench.KindReset] != 10 {
 		t.Fatalf("results %v: want all 10 closed or reset", counts)
 	}
 	block.Store(false)
@@ -390,7 +391,7 @@ func TestBenchH2CBrokenConnections(t *testing.T) {
 	}
 
 	abort := h2cTarget(t, srv.URL+"/?abort=1", 1, nil)
-	if counts := countResults(startAll(t, abort.Async(), 3, 30*time.Second)); counts[KindReset] != 3 {
+	if counts := countResults(startAll(t, abort.Async(), 3, 30*time.Second)); counts[bench.KindReset] != 3 {
 		t.Errorf("streams reset by the server: %v, want 3 reset", counts)
 	}
 }
@@ -406,7 +407,7 @@ func TestBenchH2CRefused(t *testing.T) {
 	addr := l.Addr().String()
 	l.Close()
 	h := h2cTarget(t, "http://"+addr+"/", 2, nil)
-	if counts := countResults(startAll(t, h.Async(), 10, 30*time.Second)); counts[KindRefused] != 10 {
+	if counts := countResults(startAll(t, h.Async(), 10, 30*time.Second)); counts[bench.KindRefused] != 10 {
 		t.Errorf("results %v: want 10 refused", counts)
 	}
 	h.Close()
@@ -443,7 +444,7 @@ func TestBenchH2CRunAsync(t *testing.T) {
 	hang := h2cTarget(t, srv.URL+"/?hang=1", 2, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	defer cancel()
-	rep, err := RunAsync(ctx, openLoop(100, 1000, 100*time.Millisecond, time.Minute), hang.Async())
+	rep, err := bench.RunAsync(ctx, openLoop(100, 1000, 100*time.Millisecond, time.Minute), hang.Async())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -482,9 +483,9 @@ func TestBenchH2CGoAway(t *testing.T) {
 	old, ln := serve("127.0.0.1:0")
 	addr := ln.Addr().String()
 	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
-	first := make(chan Result, 5)
+	first := make(chan bench.Result, 5)
 	for range 5 {
-		h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { first <- r })
+		h.Async()(context.Background(), time.Now().Add(time.Minute), func(r bench.Result) { first <- r })
 	}
 	for range 5 {
 		<-arrived
@@ -506,7 +507,7 @@ func TestBenchH2CGoAway(t *testing.T) {
 	next, _ := serve(addr)
 	t.Cleanup(func() { next.Close() })
 	close(release)
-	if counts := countResults([]Result{<-first, <-first, <-first, <-first, <-first}); counts["200"] != 5 {
+	if counts := countResults([]bench.Result{<-first, <-first, <-first, <-first, <-first}); counts["200"] != 5 {
 		t.Errorf("requests taken before the GOAWAY: %v, want 5 × 200", counts)
 	}
 	if err := <-shutdown; err != nil {
@@ -727,14 +728,14 @@ func TestBenchH2CPeerNeverReads(t *testing.T) {
 	})
 	h := h2cTarget(t, "http://"+addr+"/", 1, func(c *HTTPConfig) { c.Body = make([]byte, 48<<20) })
 	start := time.Now()
-	results := make(chan Result, 2)
+	results := make(chan bench.Result, 2)
 	for range 2 {
-		h.Async()(context.Background(), start.Add(500*time.Millisecond), func(r Result) { results <- r })
+		h.Async()(context.Background(), start.Add(500*time.Millisecond), func(r bench.Result) { results <- r })
 	}
 	for range 2 {
 		select {
 		case r := <-results:
-			if Classify(r.Err) != KindTimeout {
+			if bench.Classify(r.Err) != bench.KindTimeout {
 				t.Errorf("%+v, want a timeout", r)
 			}
 		case <-time.After(20 * time.Second):
@@ -745,14 +746,14 @@ func TestBenchH2CPeerNeverReads(t *testing.T) {
 }
 
 // waitResult waits for one result, failing the test after timeout.
-func waitResult(tb testing.TB, results <-chan Result, timeout time.Duration) Result {
+func waitResult(tb testing.TB, results <-chan bench.Result, timeout time.Duration) bench.Result {
 	tb.Helper()
 	select {
 	case r := <-results:
 		return r
 	case <-time.After(timeout):
 		tb.Fatalf("no result within %v", timeout)
-		return Result{}
+		return bench.Result{}
 	}
 }
 
@@ -796,10 +797,10 @@ func TestBenchH2CInvalidFrames(t *testing.T) {
 				})
 			})
 			h := h2cTarget(t, "http://"+addr+"/", 1, nil)
-			results := make(chan Result, 1)
-			h.Async()(context.Background(), time.Now().Add(10*time.Second), func(r Result) { results <- r })
+			results := make(chan bench.Result, 1)
+			h.Async()(context.Background(), time.Now().Add(10*time.Second), func(r bench.Result) { results <- r })
 			r := waitResult(t, results, 30*time.Second)
-			if r.Err == nil || Classify(r.Err) == KindTimeout {
+			if r.Err == nil || bench.Classify(r.Err) == bench.KindTimeout {
 				t.Errorf("%+v, want a failure other than a timeout", r)
 			}
 			t.Log(r.Err)
@@ -848,9 +849,9 @@ func TestBenchH2CNoResetOfReset(t *testing.T) {
 		}
 	})
 	h := h2cTarget(t, "http://"+addr+"/", 1, func(c *HTTPConfig) { c.Body = make([]byte, 1<<20) })
-	results := make(chan Result, 1)
-	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { results <- r })
-	if r := waitResult(t, results, 30*time.Second); Classify(r.Err) != KindReset {
+	results := make(chan bench.Result, 1)
+	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r bench.Result) { results <- r })
+	if r := waitResult(t, results, 30*time.Second); bench.Classify(r.Err) != bench.KindReset {
 		t.Errorf("%+v, want reset", r)
 	}
 	select {
@@ -871,7 +872,7 @@ func TestBenchH2CNoStreamsAllowed(t *testing.T) {
 		_ = c.requests(func(uint32) bool { return true })
 	})
 	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
-	if counts := countResults(startAll(t, h.Async(), 50, 300*time.Millisecond)); counts[KindTimeout] != 50 {
+	if counts := countResults(startAll(t, h.Async(), 50, 300*time.Millisecond)); counts[bench.KindTimeout] != 50 {
 		t.Fatalf("results %v, want 50 timeouts", counts)
 	}
 	slot := &h.h2c.slots[0]
@@ -895,9 +896,9 @@ func TestBenchH2CNoSettings(t *testing.T) {
 		_, _ = io.Copy(io.Discard, c.nc)
 	})
 	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
-	results := make(chan Result, 1)
-	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { results <- r })
-	if r := waitResult(t, results, 30*time.Second); r.Err == nil || Classify(r.Err) == KindTimeout {
+	results := make(chan bench.Result, 1)
+	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r bench.Result) { results <- r })
+	if r := waitResult(t, results, 30*time.Second); r.Err == nil || bench.Classify(r.Err) == bench.KindTimeout {
 		t.Errorf("%+v, want the connection failed", r)
 	}
 	closeWithin(t, h, 10*time.Second)
@@ -941,9 +942,9 @@ func TestBenchH2CDeadPeer(t *testing.T) {
 	})
 	h := h2cTarget(t, "http://"+addr+"/", 1, nil)
 	h.h2c.pingIdle, h.h2c.pingTimeout = 200*time.Millisecond, 300*time.Millisecond
-	results := make(chan Result, 1)
-	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { results <- r })
-	if r := waitResult(t, results, 30*time.Second); Classify(r.Err) != KindClosed {
+	results := make(chan bench.Result, 1)
+	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r bench.Result) { results <- r })
+	if r := waitResult(t, results, 30*time.Second); bench.Classify(r.Err) != bench.KindClosed {
 		t.Errorf("%+v, want the connection closed", r)
 	}
 	closeWithin(t, h, 10*time.Second)
@@ -959,9 +960,9 @@ func TestBenchH2CStalledWrite(t *testing.T) {
 	})
 	h := h2cTarget(t, "http://"+addr+"/", 1, func(c *HTTPConfig) { c.Body = make([]byte, 48<<20) })
 	h.h2c.writeTimeout = 500 * time.Millisecond
-	results := make(chan Result, 1)
-	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r Result) { results <- r })
-	if r := waitResult(t, results, 30*time.Second); Classify(r.Err) != KindClosed {
+	results := make(chan bench.Result, 1)
+	h.Async()(context.Background(), time.Now().Add(time.Minute), func(r bench.Result) { results <- r })
+	if r := waitResult(t, results, 30*time.Second); bench.Classify(r.Err) != bench.KindClosed {
 		t.Errorf("%+v, want the connection closed", r)
 	}
 	closeWithin(t, h, 10*time.Second)

@@ -1,4 +1,4 @@
-package bench
+package report
 
 import (
 	"fmt"
@@ -120,7 +120,7 @@ func (r *Report) spectrumChart() (template.HTML, error) {
 			if q < 1 {
 				x = min(-math.Log10(1-q), maxNines)
 			}
-			pts = append(pts, point{x, ms(b.ValueAt)})
+			pts = append(pts, point{x, Millis(b.ValueAt)})
 			if x == maxNines {
 				break
 			}

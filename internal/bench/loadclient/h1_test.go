@@ -1,4 +1,4 @@
-package bench
+package loadclient
 
 import (
 	"bufio"
@@ -8,9 +8,12 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/bench"
 )
 
 // rawServer answers each request with the bytes answers gives for its path,
@@ -66,6 +69,8 @@ func TestBenchH1Answers(t *testing.T) {
 		"/http10":   "HTTP/1.0 200 OK\r\n\r\nuntil the end",
 		"/garbage":  "SMTP ready\r\n\r\n",
 		"/short":    "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhalf",
+		// A header past maxHeaderBytes in lines of 1 KiB: refused, not held.
+		"/bigheader": "HTTP/1.1 200 OK\r\n" + strings.Repeat("X-Pad: "+strings.Repeat("x", 1017)+"\r\n", 1100) + "Content-Length: 2\r\n\r\nok",
 		// Keeps the connection open, then closes it without saying so.
 		"/idle-close": "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
 	}
@@ -85,8 +90,9 @@ func TestBenchH1Answers(t *testing.T) {
 		{"/close", 200, 2, 3, ""},
 		{"/http10", 200, 13, 3, ""},
 		{"/idle-close", 200, 0, 3, ""}, // retried on a new connection
-		{"/garbage", 0, 0, 3, KindOther},
-		{"/short", 200, 4, 3, KindClosed},
+		{"/garbage", 0, 0, 3, bench.KindOther},
+		{"/short", 200, 4, 3, bench.KindClosed},
+		{"/bigheader", 0, 0, 3, bench.KindOther},
 		{"/echo", 200, 9, 1, ""},
 	}
 	for _, tc := range cases {
@@ -101,8 +107,8 @@ func TestBenchH1Answers(t *testing.T) {
 				status, got, err := c.do(ctx, []byte(`{"a":1}`+"\n\n"))
 				cancel()
 				if tc.kind != "" {
-					if err == nil || Classify(err) != tc.kind {
-						t.Fatalf("request %d: %d, %v (%s); want a %s error", i, status, err, Classify(err), tc.kind)
+					if err == nil || bench.Classify(err) != tc.kind {
+						t.Fatalf("request %d: %d, %v (%s); want a %s error", i, status, err, bench.Classify(err), tc.kind)
 					}
 					continue
 				}
@@ -140,14 +146,14 @@ func TestBenchH1Timeout(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, _, err = c.do(ctx, nil)
-	if Classify(err) != KindTimeout || time.Since(start) > 2*time.Second {
+	if bench.Classify(err) != bench.KindTimeout || time.Since(start) > 2*time.Second {
 		t.Fatalf("%v after %v: want a timeout", err, time.Since(start))
 	}
 	// Cancellation without a deadline ends a request too.
 	ctx, cancel = context.WithCancel(context.Background())
 	time.AfterFunc(50*time.Millisecond, cancel)
 	_, _, err = c.do(ctx, nil)
-	if Classify(err) != KindCanceled {
+	if bench.Classify(err) != bench.KindCanceled {
 		t.Fatalf("%v: want the request canceled", err)
 	}
 }

@@ -1,4 +1,4 @@
-package bench
+package loadclient
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	pbinf "github.com/inlet-dev/inlet/api/gen/pb/inf"
 	thriftinf "github.com/inlet-dev/inlet/api/gen/thrift/inf"
+	"github.com/inlet-dev/inlet/internal/bench"
 )
 
 // fakeCatalog is the inf.Data service of the tests: client "c1" with
@@ -267,7 +268,7 @@ func TestCatalogTokenRefreshed(t *testing.T) {
 func TestCatalogClosedLoop(t *testing.T) {
 	forEachProto(t, func(t *testing.T, f *fakeCatalog, cfg CatalogConfig) {
 		c := catalogTarget(t, cfg)
-		rep, err := Run(context.Background(), closedLoop(8, 0, 300*time.Millisecond), c.Do)
+		rep, err := bench.Run(context.Background(), closedLoop(8, 0, 300*time.Millisecond), c.Do)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -303,7 +304,7 @@ func TestCatalogClosedLoop(t *testing.T) {
 func TestCatalogOpenLoop(t *testing.T) {
 	forEachProto(t, func(t *testing.T, f *fakeCatalog, cfg CatalogConfig) {
 		c := catalogTarget(t, cfg)
-		rep, err := Run(context.Background(), openLoop(400, 16, 0, 500*time.Millisecond), c.Do)
+		rep, err := bench.Run(context.Background(), openLoop(400, 16, 0, 500*time.Millisecond), c.Do)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +323,7 @@ func TestCatalogMiss(t *testing.T) {
 	forEachProto(t, func(t *testing.T, f *fakeCatalog, cfg CatalogConfig) {
 		cfg.Miss = true
 		c := catalogTarget(t, cfg)
-		rep, err := Run(context.Background(), closedLoop(4, 0, 200*time.Millisecond), c.Do)
+		rep, err := bench.Run(context.Background(), closedLoop(4, 0, 200*time.Millisecond), c.Do)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -380,7 +381,7 @@ func TestCatalogErrorsClassified(t *testing.T) {
 		}
 		cfg.Keys = 5
 		c := catalogTarget(t, cfg)
-		rep, err := Run(context.Background(), closedLoop(1, 0, 200*time.Millisecond), c.Do)
+		rep, err := bench.Run(context.Background(), closedLoop(1, 0, 200*time.Millisecond), c.Do)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -395,7 +396,7 @@ func TestCatalogErrorsClassified(t *testing.T) {
 
 		cfg.Secret = "wrong"
 		bad := catalogTarget(t, cfg)
-		rep, err = Run(context.Background(), closedLoop(2, 0, 100*time.Millisecond), bad.Do)
+		rep, err = bench.Run(context.Background(), closedLoop(2, 0, 100*time.Millisecond), bad.Do)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -412,11 +413,11 @@ func TestCatalogErrorsClassified(t *testing.T) {
 		gone := catalogTarget(t, cfg)
 		r := closedLoop(1, 0, 100*time.Millisecond)
 		r.Timeout = time.Second
-		rep, err = Run(context.Background(), r, gone.Do)
+		rep, err = bench.Run(context.Background(), r, gone.Do)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Requests == 0 || len(rep.Errors) != 1 || rep.Errors[0].Kind != KindRefused {
+		if rep.Requests == 0 || len(rep.Errors) != 1 || rep.Errors[0].Kind != bench.KindRefused {
 			t.Errorf("no server: %d requests, statuses %v, errors %+v", rep.Requests, rep.Status, rep.Errors)
 		}
 	})
@@ -441,7 +442,7 @@ func TestCatalogTimeout(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		res := c.Do(ctx)
 		cancel()
-		if res.Err == nil || Classify(res.Err) != KindTimeout {
+		if res.Err == nil || bench.Classify(res.Err) != bench.KindTimeout {
 			t.Fatalf("slow answer: %+v", res)
 		}
 		// The late answer to key-0 must not be taken for the next call's.

@@ -1,4 +1,4 @@
-package bench
+package loadclient
 
 import (
 	"bufio"
@@ -25,6 +25,7 @@ import (
 
 	pbinf "github.com/inlet-dev/inlet/api/gen/pb/inf"
 	thriftinf "github.com/inlet-dev/inlet/api/gen/thrift/inf"
+	"github.com/inlet-dev/inlet/internal/bench"
 )
 
 // CatalogConfig is a catalog lookup target: inf.Data/DataType, the
@@ -240,7 +241,7 @@ func (c *Catalog) AuthStats() CatalogAuthStats {
 }
 
 // Do looks up the next key. It is a Target: safe for concurrent use.
-func (c *Catalog) Do(ctx context.Context) Result {
+func (c *Catalog) Do(ctx context.Context) bench.Result {
 	n := c.seq.Add(1) - 1
 	if c.cfg.Miss {
 		return c.lookup(ctx, c.cfg.Run+"-"+strconv.FormatUint(n, 10))
@@ -352,7 +353,7 @@ func (c *Catalog) refused(presented *string) {
 	}
 }
 
-func (c *Catalog) lookup(ctx context.Context, name string) Result {
+func (c *Catalog) lookup(ctx context.Context, name string) bench.Result {
 	if c.cfg.Proto == ProtoThrift {
 		return c.thriftLookup(ctx, name)
 	}
@@ -373,13 +374,13 @@ const (
 	StatusInternal          = "Internal"
 )
 
-func (c *Catalog) grpcLookup(ctx context.Context, name string) Result {
+func (c *Catalog) grpcLookup(ctx context.Context, name string) bench.Result {
 	id, token, presented, first := c.credentials(ctx)
 	if first {
 		defer c.firstDone()
 	}
 	req := &pbinf.DataTypeRq{AuthRq: &pbinf.AuthRq{ClientId: id, Token: token}, GroupName: c.cfg.Group, EnName: name}
-	res := Result{Sent: int64(proto.Size(req)), Events: 1}
+	res := bench.Result{Sent: int64(proto.Size(req)), Events: 1}
 	n := c.rr.Add(1)
 	rp, err := c.pbData[n%uint64(len(c.pbData))].DataType(ctx, req)
 	if err == nil {
@@ -471,8 +472,8 @@ func (c *Catalog) dialThrift(ctx context.Context) (*thriftConn, error) {
 	return &thriftConn{conn: conn, counts: cc, client: thriftinf.NewDataClient(thrift.NewTStandardClient(protoc, protoc))}, nil
 }
 
-func (c *Catalog) thriftLookup(ctx context.Context, name string) Result {
-	res := Result{Events: 1}
+func (c *Catalog) thriftLookup(ctx context.Context, name string) bench.Result {
+	res := bench.Result{Events: 1}
 	var tc *thriftConn
 	select {
 	case tc = <-c.pool:

@@ -1,7 +1,11 @@
-package bench
+// Package report is the outcome of a load run (package bench) and its
+// formats: text for people, JSON, an HdrHistogram percentile file and a
+// self-contained HTML page.
+package report
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -282,3 +286,38 @@ func formatSize(n int64) string {
 	}
 	return fmt.Sprintf("%d B", n)
 }
+
+// ServerStats is what a target's Prometheus /metrics said during a run:
+// its resident memory, idle (before the run) and at its peak, and the most
+// requests it held in flight. BytesPerInFlight is the memory growth over
+// idle divided by that peak.
+type ServerStats struct {
+	URL              string  `json:"metrics_url"`
+	Samples          int     `json:"samples"`
+	InFlightPeak     int64   `json:"in_flight_peak"`
+	RSSIdle          int64   `json:"rss_idle_bytes"`
+	RSSPeak          int64   `json:"rss_peak_bytes"`
+	BytesPerInFlight float64 `json:"bytes_per_in_flight,omitempty"`
+}
+
+// Summarize is the latency figures of a histogram of microseconds.
+func Summarize(h *hdrhistogram.Histogram) Latency {
+	if h.TotalCount() == 0 {
+		return Latency{}
+	}
+	return Latency{
+		Count: h.TotalCount(),
+		Mean:  h.Mean() / 1e3,
+		P50:   Millis(h.ValueAtQuantile(50)),
+		P90:   Millis(h.ValueAtQuantile(90)),
+		P95:   Millis(h.ValueAtQuantile(95)),
+		P99:   Millis(h.ValueAtQuantile(99)),
+		P999:  Millis(h.ValueAtQuantile(99.9)),
+		Max:   Millis(h.Max()),
+	}
+}
+
+// Millis converts a histogram value (µs) to milliseconds.
+func Millis(us int64) float64 { return float64(us) / 1e3 }
+
+var errNoHistogram = errors.New("bench: report has no histogram")

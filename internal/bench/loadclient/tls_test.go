@@ -1,4 +1,4 @@
-package bench
+package loadclient
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/bench"
 )
 
 // TestBenchHTTPS loads an HTTPS server with each client: with its CA in
@@ -24,7 +26,7 @@ func TestBenchHTTPS(t *testing.T) {
 	for _, client := range []string{ClientH1, ClientStd} {
 		t.Run(client, func(t *testing.T) {
 			t.Parallel()
-			do := func(tc *tls.Config) Result {
+			do := func(tc *tls.Config) bench.Result {
 				cfg := DefaultHTTPConfig()
 				cfg.URL, cfg.Client, cfg.Connections, cfg.TLS = srv.URL+"/v1/batch", client, 1, tc
 				h, err := NewHTTP(cfg)
@@ -42,8 +44,8 @@ func TestBenchHTTPS(t *testing.T) {
 				}
 			}
 			r := do(nil)
-			if r.OK || r.Err == nil || Classify(r.Err) != KindTLS {
-				t.Fatalf("without the server's CA: %+v (kind %q), want a %s error", r, Classify(r.Err), KindTLS)
+			if r.OK || r.Err == nil || bench.Classify(r.Err) != bench.KindTLS {
+				t.Fatalf("without the server's CA: %+v (kind %q), want a %s error", r, bench.Classify(r.Err), bench.KindTLS)
 			}
 		})
 	}

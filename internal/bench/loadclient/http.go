@@ -1,4 +1,10 @@
-package bench
+// Package loadclient holds the targets package bench measures: HTTP (a lean
+// HTTP/1.1 client, net/http, and an h2c client for tens of thousands of
+// requests in flight), the Kafka producer, and the catalog over gRPC and
+// Thrift; the sampler of a target's Prometheus /metrics; and the runs of
+// `inlet bench`'s subcommands on them (RunHTTP, RunRPC, RunCatalog,
+// RunKafka: a config in, the reports written).
+package loadclient
 
 import (
 	"bytes"
@@ -18,6 +24,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/bench"
 	"github.com/klauspost/compress/gzip"
 )
 
@@ -201,7 +208,7 @@ func (h *HTTP) Close() {
 
 // Async returns the target as an AsyncTarget (for RunAsync) if its client
 // is asynchronous (ClientH2C), else nil.
-func (h *HTTP) Async() AsyncTarget {
+func (h *HTTP) Async() bench.AsyncTarget {
 	if h.h2c == nil {
 		return nil
 	}
@@ -209,7 +216,7 @@ func (h *HTTP) Async() AsyncTarget {
 }
 
 // start is the AsyncTarget of ClientH2C.
-func (h *HTTP) start(ctx context.Context, deadline time.Time, done func(Result)) {
+func (h *HTTP) start(ctx context.Context, deadline time.Time, done func(bench.Result)) {
 	b := h.static
 	if b == nil {
 		b = h.body()
@@ -219,9 +226,9 @@ func (h *HTTP) start(ctx context.Context, deadline time.Time, done func(Result))
 
 // Do sends one request and reads the whole answer. It is a Target: safe for
 // concurrent use.
-func (h *HTTP) Do(ctx context.Context) Result {
+func (h *HTTP) Do(ctx context.Context) bench.Result {
 	if h.h2c != nil {
-		return Blocking(h.start)(ctx)
+		return bench.Blocking(h.start)(ctx)
 	}
 	b := h.static
 	if b == nil {
@@ -232,15 +239,15 @@ func (h *HTTP) Do(ctx context.Context) Result {
 	if h.h1 != nil {
 		code, got, err := h.h1.do(ctx, b)
 		if err != nil {
-			return Result{Err: err, Sent: n, Received: got, Events: events}
+			return bench.Result{Err: err, Sent: n, Received: got, Events: events}
 		}
-		return Result{Status: statusText(code), OK: code/100 == 2, Sent: n, Received: got, Events: events}
+		return bench.Result{Status: strconv.Itoa(code), OK: code/100 == 2, Sent: n, Received: got, Events: events}
 	}
 	// A *bytes.Reader lets the transport send headers and body in one
 	// write; another reader would cost a second one.
 	req, err := http.NewRequestWithContext(ctx, h.cfg.Method, h.url, bytes.NewReader(b))
 	if err != nil {
-		return Result{Err: err}
+		return bench.Result{Err: err}
 	}
 	req.Header = h.cfg.Header.Clone()
 	if h.host != "" {
@@ -248,14 +255,14 @@ func (h *HTTP) Do(ctx context.Context) Result {
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return Result{Err: err, Events: events}
+		return bench.Result{Err: err, Events: events}
 	}
 	got, err := io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	if err != nil {
-		return Result{Err: fmt.Errorf("reading the answer after status %d: %w", resp.StatusCode, err), Sent: n, Received: got, Events: events}
+		return bench.Result{Err: fmt.Errorf("reading the answer after status %d: %w", resp.StatusCode, err), Sent: n, Received: got, Events: events}
 	}
-	return Result{Status: statusText(resp.StatusCode), OK: resp.StatusCode/100 == 2, Sent: n, Received: got, Events: events}
+	return bench.Result{Status: strconv.Itoa(resp.StatusCode), OK: resp.StatusCode/100 == 2, Sent: n, Received: got, Events: events}
 }
 
 // body makes the next request's body from the template. The body is the
@@ -307,18 +314,4 @@ func (h *HTTP) batch(b []byte) []byte {
 		b = append(b, tail...)
 	}
 	return append(b, ']')
-}
-
-var statusTexts = func() (s [600]string) {
-	for i := 100; i < len(s); i++ {
-		s[i] = strconv.Itoa(i)
-	}
-	return
-}()
-
-func statusText(code int) string {
-	if code >= 100 && code < len(statusTexts) {
-		return statusTexts[code]
-	}
-	return strconv.Itoa(code)
 }
