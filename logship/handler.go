@@ -21,19 +21,7 @@
 // handled, so a consumer can restore order and drop duplicates (delivery
 // is at-least-once).
 //
-// Order: records reach the sink in the order they were handled, and a
-// record that arrives twice has its last copy in order (its first too,
-// but for the window below). When a batch
-// fails, it and every batch sent after it are sent again, in order, once
-// every batch in flight was answered (a batch that had landed arrives
-// twice). A KafkaSink refuses, from its first failed record on, every batch
-// handed to it until the handler sends the failed one again, and franz-go
-// fails every record it buffered for the partition when Kafka refuses a
-// batch for good, so no later batch lands ahead of the failed one's second
-// copy. One window is left: franz-go answers on its own goroutine, so a
-// batch handed to it between its failing an earlier one and the sink
-// hearing of it can land first; it is sent again after the earlier one,
-// so the last copies are in order, and seq restores the order.
+// Order, retries and duplicates: the "Order" section of inlet's README.
 //
 // A record Kafka refuses for good, too large alone for the topic
 // (KafkaConfig.MaxMessageBytes), is dropped and counted as DropTooLarge;
