@@ -35,6 +35,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -120,12 +121,12 @@ type encoder struct {
 }
 
 func newEncoder(o Options, out recordSink) *encoder {
-	ctx := map[string]string{}
+	var ctx []string
 	if o.Service != "" {
-		ctx["service"] = o.Service
+		ctx = append(ctx, `"service":`+strconv.Quote(o.Service))
 	}
 	if o.Host != "" {
-		ctx["host"] = o.Host
+		ctx = append(ctx, `"host":`+strconv.Quote(o.Host))
 	}
 	var b bytes.Buffer
 	b.WriteString(`{"event":"log",`)
@@ -133,18 +134,7 @@ func newEncoder(o Options, out recordSink) *encoder {
 		b.WriteString(`"anon_id":` + strconv.Quote(o.Key) + `,`)
 	}
 	if len(ctx) > 0 {
-		b.WriteString(`"context":{`)
-		first := true
-		for _, k := range []string{"service", "host"} {
-			if v, ok := ctx[k]; ok {
-				if !first {
-					b.WriteByte(',')
-				}
-				first = false
-				b.WriteString(strconv.Quote(k) + ":" + strconv.Quote(v))
-			}
-		}
-		b.WriteString(`},`)
+		b.WriteString(`"context":{` + strings.Join(ctx, ",") + `},`)
 	}
 	run, err := uuid.NewV7()
 	if err != nil {

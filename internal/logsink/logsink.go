@@ -1,8 +1,6 @@
-// Package logsink is where logship's Handler and `inlet ship` send their
-// records: to inlet (InletSink) or straight to Kafka (KafkaSink, several
-// batches in flight), as the sink of an internal/relay engine (Relay).
-// logship exports the sinks without the protocol they share with the
-// engine.
+// Package logsink holds the sinks of logship's Handler and `inlet ship`,
+// and runs them as the sink of an internal/relay engine (Relay). logship
+// exports them without the protocol they share with the engine.
 package logsink
 
 import (
@@ -21,16 +19,9 @@ import (
 	"github.com/inlet-dev/inlet/internal/relay"
 )
 
-// Sink is logship.Sink: where records (encoded inlet events) are delivered.
+// Sink is logship.Sink, whose doc says what Write and Close promise.
 type Sink interface {
-	// Write delivers records in order and returns nil once the sink
-	// acknowledged every one. Any other error means some may have been
-	// delivered and the caller writes them all again (duplicates, never a
-	// loss), except a *RejectedError: those records are refused for good.
-	// It is called by one goroutine at a time; records are valid only
-	// until it returns.
 	Write(ctx context.Context, records [][]byte) error
-	// Close releases the sink within ctx.
 	Close(ctx context.Context) error
 }
 
@@ -68,7 +59,7 @@ const MaxFlights = 16
 func Relay(sink Sink, timeout time.Duration, batchSize int) (relay.Sink[[]byte], relay.Config[[]byte]) {
 	cfg := relay.Config[[]byte]{Windows: 1, MaxBackoff: 5 * time.Second, Drain: true, Landed: Landed,
 		Permanent: func(err error) bool { return errors.Is(err, ErrTooLarge) },
-		Dropped:   func(err error) bool { return errors.Is(err, ErrRejected) }}
+		Dropped:   rejected}
 	pl, ok := sink.(Pipeliner)
 	if !ok {
 		return oneAtATime{sink, timeout}, cfg
@@ -93,7 +84,7 @@ func (p pipelined) Send(ctx context.Context, recs [][]byte) (relay.Pending, erro
 	})
 	select {
 	case <-a.c:
-		if a.err != nil && !errors.Is(a.err, ErrRejected) {
+		if a.err != nil && !rejected(a.err) {
 			return nil, a.err
 		}
 	default:
@@ -131,11 +122,7 @@ func (a *answer) Wait(ctx context.Context) error {
 	}
 }
 
-// ErrRejected is what a *RejectedError matches with errors.Is.
-var ErrRejected = errors.New("logship: rejected")
-
-// RejectedError reports that N records of a Write were refused for good
-// (the others were delivered); they are not written again.
+// RejectedError is logship.RejectedError: N records refused for good.
 type RejectedError struct {
 	N   int
 	Err error
@@ -144,12 +131,15 @@ type RejectedError struct {
 func (e *RejectedError) Error() string {
 	return fmt.Sprintf("logship: %d records rejected: %v", e.N, e.Err)
 }
-func (e *RejectedError) Is(target error) bool { return target == ErrRejected }
-func (e *RejectedError) Unwrap() error        { return e.Err }
+func (e *RejectedError) Unwrap() error { return e.Err }
 
-// InletSink delivers records to inlet with c.Post (one attempt per Write;
-// the handler retries). A 413 splits the batch; a record that alone is
-// too large, and records inlet rejects, are reported as rejected.
+func rejected(err error) bool {
+	var rej *RejectedError
+	return errors.As(err, &rej)
+}
+
+// InletSink is logship.InletSink: a 413 splits the batch; a record that
+// alone is too large, and records inlet rejects, are a *RejectedError.
 type InletSink struct {
 	c *client.Client
 }
