@@ -230,12 +230,7 @@ func (p *FakeProducer) Produced() [][]byte {
 	return append([][]byte(nil), p.produced...)
 }
 
-// Send and Resume are the sink's protocol with its engine, and Landed its
-// count of a failed send's records that landed, for the tests.
-func (s *KafkaSink) Send(ctx context.Context, records [][]byte, done func(error)) {
-	s.s.Send(ctx, records, done)
-}
-
-func (s *KafkaSink) Resume() { s.s.Resume() }
+// Engine is k's sink with its protocol with the engine (Send, Resume).
+func Engine(k *KafkaSink) *logsink.KafkaSink { return k.s }
 
 var Landed = logsink.Landed
