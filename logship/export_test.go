@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/logsink"
 )
 
 // PipeSink is a Sink that pipelines, as KafkaSink does, for the tests:
@@ -44,12 +46,12 @@ type pipeSend struct {
 	done func(error)
 }
 
-var _ pipeliner = (*PipeSink)(nil)
+var _ logsink.Pipeliner = (*PipeSink)(nil)
 
 // ErrPipeDown is what a failed Answer answers.
 var ErrPipeDown = errors.New("pipe sink down")
 
-func (p *PipeSink) send(ctx context.Context, recs [][]byte, done func(error)) {
+func (p *PipeSink) Send(ctx context.Context, recs [][]byte, done func(error)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, ok := ctx.Deadline(); ok {
@@ -64,13 +66,15 @@ func (p *PipeSink) send(ctx context.Context, recs [][]byte, done func(error)) {
 	p.most = max(p.most, len(p.pending))
 }
 
-func (p *PipeSink) buffered() int { return 1 << 20 }
+func (p *PipeSink) Buffered() int { return 1 << 20 }
 
-func (p *PipeSink) resume() {}
+func (p *PipeSink) Resume() {}
+
+func (p *PipeSink) engineSink() logsink.Sink { return p }
 
 func (p *PipeSink) Write(ctx context.Context, recs [][]byte) error {
 	errc := make(chan error, 1)
-	p.send(ctx, recs, func(err error) { errc <- err })
+	p.Send(ctx, recs, func(err error) { errc <- err })
 	return <-errc
 }
 
@@ -116,7 +120,7 @@ func (p *PipeSink) Got() [][]byte {
 }
 
 // MaxFlights is the most batches a handler keeps in flight to a sink that pipelines.
-const MaxFlights = maxFlights
+const MaxFlights = logsink.MaxFlights
 
 // FakeProducer stands in for franz-go behind a KafkaSink (NewFakeKafkaSink):
 // Produce buffers records, and Answer answers them in order, as Kafka and
@@ -141,10 +145,7 @@ type fakeRec struct {
 // NewFakeKafkaSink returns a KafkaSink producing to p, whose topic's
 // max.message.bytes is maxBytes (0: Kafka's default).
 func NewFakeKafkaSink(p *FakeProducer, maxBytes int) *KafkaSink {
-	if maxBytes <= 0 {
-		maxBytes = defaultMaxMessageBytes
-	}
-	return newKafkaSink(p, "fake", nil, maxBytes)
+	return &KafkaSink{logsink.NewProducerSink(p, "fake", nil, maxBytes)}
 }
 
 func (p *FakeProducer) Produce(_ context.Context, r *kgo.Record, promise func(*kgo.Record, error)) {
@@ -229,12 +230,7 @@ func (p *FakeProducer) Produced() [][]byte {
 	return append([][]byte(nil), p.produced...)
 }
 
-// Send and Resume are the sink's protocol with its engine, and Landed its
-// count of a failed send's records that landed, for the tests.
-func (s *KafkaSink) Send(ctx context.Context, records [][]byte, done func(error)) {
-	s.send(ctx, records, done)
-}
+// Engine is k's sink with its protocol with the engine (Send, Resume).
+func Engine(k *KafkaSink) *logsink.KafkaSink { return k.s }
 
-func (s *KafkaSink) Resume() { s.resume() }
-
-var Landed = landed
+var Landed = logsink.Landed

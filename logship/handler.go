@@ -21,19 +21,7 @@
 // handled, so a consumer can restore order and drop duplicates (delivery
 // is at-least-once).
 //
-// Order: records reach the sink in the order they were handled, and a
-// record that arrives twice has its last copy in order (its first too,
-// but for the window below). When a batch
-// fails, it and every batch sent after it are sent again, in order, once
-// every batch in flight was answered (a batch that had landed arrives
-// twice). A KafkaSink refuses, from its first failed record on, every batch
-// handed to it until the handler sends the failed one again, and franz-go
-// fails every record it buffered for the partition when Kafka refuses a
-// batch for good, so no later batch lands ahead of the failed one's second
-// copy. One window is left: franz-go answers on its own goroutine, so a
-// batch handed to it between its failing an earlier one and the sink
-// hearing of it can land first; it is sent again after the earlier one,
-// so the last copies are in order, and seq restores the order.
+// Order, retries and duplicates: the "Order" section of inlet's README.
 //
 // A record Kafka refuses for good, too large alone for the topic
 // (KafkaConfig.MaxMessageBytes), is dropped and counted as DropTooLarge;
@@ -47,6 +35,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -132,12 +121,12 @@ type encoder struct {
 }
 
 func newEncoder(o Options, out recordSink) *encoder {
-	ctx := map[string]string{}
+	var ctx []string
 	if o.Service != "" {
-		ctx["service"] = o.Service
+		ctx = append(ctx, `"service":`+strconv.Quote(o.Service))
 	}
 	if o.Host != "" {
-		ctx["host"] = o.Host
+		ctx = append(ctx, `"host":`+strconv.Quote(o.Host))
 	}
 	var b bytes.Buffer
 	b.WriteString(`{"event":"log",`)
@@ -145,18 +134,7 @@ func newEncoder(o Options, out recordSink) *encoder {
 		b.WriteString(`"anon_id":` + strconv.Quote(o.Key) + `,`)
 	}
 	if len(ctx) > 0 {
-		b.WriteString(`"context":{`)
-		first := true
-		for _, k := range []string{"service", "host"} {
-			if v, ok := ctx[k]; ok {
-				if !first {
-					b.WriteByte(',')
-				}
-				first = false
-				b.WriteString(strconv.Quote(k) + ":" + strconv.Quote(v))
-			}
-		}
-		b.WriteString(`},`)
+		b.WriteString(`"context":{` + strings.Join(ctx, ",") + `},`)
 	}
 	run, err := uuid.NewV7()
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 // are not sent again as duplicates; other failures and successes say 0.
 func TestLandedPrefix(t *testing.T) {
 	p := &logship.FakeProducer{MaxBytes: 100, BatchRecords: 4}
-	sink := logship.NewFakeKafkaSink(p, 0)
+	sink := logship.Engine(logship.NewFakeKafkaSink(p, 0))
 	recs := make([][]byte, 8)
 	for i := range recs {
 		recs[i] = fmt.Appendf(nil, "record-%d", i)

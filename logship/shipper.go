@@ -137,7 +137,7 @@ func newShipper(sink Sink, o Options) (*shipper, error) {
 		full: make(chan struct{}, 1), settled: make(chan struct{}, 1), syncNow: make(chan struct{}, 1),
 		writeNow: make(chan struct{}, 1), posNow: make(chan struct{}, 1),
 		stopRun: make(chan struct{}), runDone: make(chan struct{}), stopSync: make(chan struct{}), syncer: make(chan struct{})}
-	rs, cfg := RelaySink(sink, o.SendTimeout, o.BatchSize)
+	rs, cfg := relaySink(sink, o)
 	cfg.MinBackoff = o.RetryBackoff
 	cfg.OnFail = func(err error, _, _ int) {
 		s.lastErr.Store(err)

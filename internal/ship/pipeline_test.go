@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/logsink"
 	"github.com/inlet-dev/inlet/internal/relay"
 	"github.com/inlet-dev/inlet/internal/testkit"
-	"github.com/inlet-dev/inlet/logship"
 )
 
 // fakePipe is a pipelining sink whose sends wait until the test answers
@@ -147,7 +147,7 @@ func TestShipBatchRefusedTooLarge(t *testing.T) {
 	p := &fakePipe{auto: func(recs [][]byte) error {
 		for _, r := range recs {
 			if strings.Contains(string(r), "huge") {
-				return fmt.Errorf("producing: %w", logship.ErrTooLarge)
+				return fmt.Errorf("producing: %w", logsink.ErrTooLarge)
 			}
 		}
 		for _, r := range recs {

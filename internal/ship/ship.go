@@ -21,8 +21,8 @@ import (
 
 	"github.com/inlet-dev/inlet/client"
 	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/logsink"
 	"github.com/inlet-dev/inlet/internal/relay"
-	"github.com/inlet-dev/inlet/logship"
 )
 
 // Config configures Run: lines of stdin or of a followed file, each sent
@@ -113,8 +113,8 @@ func (c Config) source() string {
 const maxFlights = 8
 
 // sink returns where Run sends, with the engine's settings for it.
-func (c Config) sink(log *slog.Logger) (logship.Sink, relay.Sink[[]byte], relay.Config[[]byte], error) {
-	var s logship.Sink
+func (c Config) sink(log *slog.Logger) (logsink.Sink, relay.Sink[[]byte], relay.Config[[]byte], error) {
+	var s logsink.Sink
 	var err error
 	switch {
 	case c.testSink != nil:
@@ -125,19 +125,19 @@ func (c Config) sink(log *slog.Logger) (logship.Sink, relay.Sink[[]byte], relay.
 		}
 		var cl *client.Client
 		if cl, err = client.New(c.Target, opts...); err == nil {
-			s = logship.NewInletSink(cl)
+			s = logsink.NewInletSink(cl)
 		}
 	default:
 		var sec []kgo.Opt
 		if sec, err = c.Security.Opts(log); err == nil {
-			s, err = logship.NewKafkaSink(logship.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic,
+			s, err = logsink.NewKafkaSink(logsink.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic,
 				MaxMessageBytes: c.MaxMessageBytes, Opts: sec})
 		}
 	}
 	if err != nil {
 		return nil, nil, relay.Config[[]byte]{}, err
 	}
-	rs, cfg := logship.RelaySink(s, c.SendTimeout, c.BatchSize)
+	rs, cfg := logsink.Relay(s, c.SendTimeout, c.BatchSize)
 	if c.testSink != nil {
 		rs, cfg.Windows, cfg.Resume = c.testSink, maxFlights, c.testResume
 	}
@@ -146,7 +146,7 @@ func (c Config) sink(log *slog.Logger) (logship.Sink, relay.Sink[[]byte], relay.
 	// Kafka's refusal for good of a batch (other than as too large, which
 	// is found line by line): sending it again cannot help, so ship stops,
 	// its checkpoint before the batch.
-	cfg.Fatal = func(err error) bool { return kafka.IsPermanent(err) && !errors.Is(err, logship.ErrTooLarge) }
+	cfg.Fatal = func(err error) bool { return kafka.IsPermanent(err) && !errors.Is(err, logsink.ErrTooLarge) }
 	cfg.OnFail = func(err error, lines, attempt int) {
 		log.Warn("ship: sending a batch failed; retrying", "lines", lines, "attempt", attempt, "err", err)
 	}
@@ -321,7 +321,7 @@ func (s *source) done(b relay.Batch[[]byte], from, to int, err error) {
 	n := int64(to - from)
 	if err != nil {
 		k := n
-		var rej *logship.RejectedError
+		var rej *logsink.RejectedError
 		if errors.As(err, &rej) {
 			k = min(int64(rej.N), n)
 		}
