@@ -238,11 +238,7 @@ func (s *KafkaSink) send(ctx context.Context, records [][]byte, done func(error)
 	}
 	b := &kafkaBatch{sink: s, done: done}
 	b.left.Store(int32(len(records)))
-	if p, ok := recordsPool.Get().(*[]kgo.Record); ok && cap(*p) >= len(records) {
-		b.recs = (*p)[:len(records)]
-	} else {
-		b.recs = make([]kgo.Record, len(records))
-	}
+	b.recs = make([]kgo.Record, len(records))
 	for i, r := range records {
 		// Offset -1 until Kafka acknowledges the record (see Landed).
 		b.recs[i] = kgo.Record{Topic: s.topic, Key: s.key, Value: r, Offset: -1}
@@ -294,10 +290,6 @@ func (e *tooLargeRecord) Error() string {
 	return fmt.Sprintf("a record of %d bytes is over max.message.bytes %d", e.size, e.max)
 }
 func (e *tooLargeRecord) Unwrap() error { return ErrTooLarge }
-
-// recordsPool keeps the kgo.Records of answered sends: franz-go is done
-// with a record once its promise was called.
-var recordsPool sync.Pool
 
 // kafkaBatch gathers the answers of one send's records.
 type kafkaBatch struct {
@@ -360,10 +352,7 @@ func (b *kafkaBatch) promise(_ *kgo.Record, err error) {
 		res = &RejectedError{N: b.rejected, Err: b.tooLarge}
 	}
 	b.mu.Unlock()
-	clear(b.recs)
-	recs := b.recs[:0]
 	b.recs = nil
-	recordsPool.Put(&recs)
 	b.done(res)
 }
 

@@ -11,10 +11,8 @@ func runBroker(ctx context.Context, args []string, env Env) error {
 	cfg := devbroker.DefaultConfig()
 	cfg.DataDir = ".inlet"
 	fs := newFlags("broker", env)
-	fs.StringVar(&cfg.Listen, "listen", cfg.Listen, "listen address (host:port)")
+	cfg.RegisterFlags(fs, "")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory the broker's topics and offsets persist in")
-	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of topics created on demand")
-	fs.BoolVar(&cfg.SyncWrites, "sync-writes", cfg.SyncWrites, "fsync every produced batch before acknowledging it")
 	lc := &logConfig{}
 	lc.register(fs)
 	if err := parseFlags(fs, args, env); err != nil {

@@ -13,8 +13,12 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"slices"
-	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/internal/ratelog"
 )
 
 // Version is set at build time with -ldflags "-X github.com/inlet-dev/inlet/internal/app.Version=v1.2.3".
@@ -107,59 +111,30 @@ func versionString() string {
 }
 
 // errUsage marks an error already reported with the command's usage.
-var errUsage = errors.New("usage")
+var errUsage = cliflag.ErrUsage
 
-// newFlags makes a command's flag set; parse it with parseFlags.
+// newFlags makes a command's flag set; parse it with parseFlags or
+// parseArgs.
 func newFlags(name string, env Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("inlet "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	return fs
 }
 
-// registerExcept adds to fs the flags register defines, but for those
-// named in except: a command leaves out flags of a shared config that do
-// nothing in it.
-func registerExcept(fs *flag.FlagSet, register func(*flag.FlagSet), except ...string) {
-	all := flag.NewFlagSet("", flag.ContinueOnError)
-	register(all)
-	all.VisitAll(func(f *flag.Flag) {
-		if !slices.Contains(except, f.Name) {
-			fs.Var(f.Value, f.Name, f.Usage)
-		}
-	})
+// parseArgs parses a command's environment and arguments (cliflag.Parse)
+// and returns its positional arguments.
+func parseArgs(fs *flag.FlagSet, args []string, env Env) ([]string, error) {
+	return cliflag.Parse(fs, args, env.Getenv)
 }
 
-// parseFlags applies INLET_* environment variables, then args, so that
-// flags win. A bad environment value is reported with the variable's name.
+// parseFlags is parseArgs for a command that takes no positional argument.
 func parseFlags(fs *flag.FlagSet, args []string, env Env) error {
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		name := EnvName(f.Name)
-		if v := env.Getenv(name); v != "" && envErr == nil {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", name, v, err)
-			}
-		}
-	})
-	if envErr != nil {
-		return envErr
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
+	pos, err := parseArgs(fs, args, env)
+	if err == nil && len(pos) > 0 {
+		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), pos[0])
 		return errUsage
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		return errUsage
-	}
-	return nil
-}
-
-// EnvName is the environment variable for a flag: produce-timeout → INLET_PRODUCE_TIMEOUT.
-func EnvName(flagName string) string {
-	return "INLET_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+	return err
 }
 
 // logConfig is the logging flags every long-running command shares.
@@ -188,9 +163,14 @@ func (c *logConfig) logger(w io.Writer) (*slog.Logger, error) {
 	default:
 		return nil, fmt.Errorf("--log-format %q: want text or json", c.format)
 	}
-	logRedisTo(log) // go-redis logs through a global logger of its own
+	// go-redis logs through a global logger of its own, a line per failed
+	// dial while Redis is down: at most one per redisLogInterval here.
+	redis.SetLogger(ratelog.Printer{Limiter: ratelog.New(log, slog.LevelWarn, "redis client", redisLogInterval), Trim: "redis: "})
 	return log, nil
 }
+
+// redisLogInterval is how often at most go-redis's messages reach the log.
+const redisLogInterval = 10 * time.Second
 
 // DefaultEnv is the real process environment.
 func DefaultEnv() Env {

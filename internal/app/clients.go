@@ -5,10 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/cliflag"
@@ -44,27 +40,6 @@ func runClients(ctx context.Context, args []string, env Env) error {
 	}
 }
 
-// parseFlagsArgs is parseFlags for commands with positional arguments,
-// which may come before, between or after the flags; it returns them.
-func parseFlagsArgs(fs *flag.FlagSet, args []string, env Env) ([]string, error) {
-	if err := parseFlags(fs, nil, env); err != nil { // the environment
-		return nil, err
-	}
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, errUsage
-		}
-		if fs.NArg() == 0 {
-			return pos, nil
-		}
-		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
-	}
-}
-
 // oneName checks that exactly one NAME was given.
 func oneName(fs *flag.FlagSet, pos []string, file string) (string, error) {
 	switch {
@@ -90,7 +65,7 @@ func runClientsAdd(args []string, env Env) error {
 	fs.Float64Var(&c.Rate, "rate", 0, "events (or catalog calls) per second the client may send; 0: no limit")
 	fs.IntVar(&c.Burst, "burst", 0, "how many events may come at once over --rate (0: the rate, at least 1)")
 	fs.BoolVar(&c.Admin, "admin", false, "the client may change the catalog (Upsert, Block) and, with --auth, watch the live events page (/ui), which shows user data")
-	pos, err := parseFlagsArgs(fs, args, env)
+	pos, err := parseArgs(fs, args, env)
 	if err != nil {
 		return err
 	}
@@ -124,41 +99,14 @@ func runClientsList(args []string, env Env) error {
 	if err != nil {
 		return fmt.Errorf("clients list: %w", err)
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tGROUPS\tDEFAULT GROUP\tRATE\tBURST\tADMIN\tCREATED")
-	for _, c := range cs {
-		groups, rate, burst := strings.Join(c.Groups, ","), "-", "-"
-		if groups == "" {
-			groups = "*"
-		}
-		if c.Rate > 0 {
-			rate = strconv.FormatFloat(c.Rate, 'g', -1, 64) + "/s"
-			burst = strconv.Itoa(c.Burst)
-			if c.Burst == 0 {
-				burst = "auto"
-			}
-		}
-		created := "-"
-		if !c.Created.IsZero() {
-			created = c.Created.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", c.ID, groups, orDash(c.DefaultGroup), rate, burst, c.Admin, created)
-	}
-	return tw.Flush()
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
+	return auth.PrintClients(env.Stdout, cs)
 }
 
 func runClientsRemove(args []string, env Env) error {
 	var file string
 	fs := newFlags("clients remove", env)
 	fs.StringVar(&file, "file", "", "the clients `FILE`")
-	pos, err := parseFlagsArgs(fs, args, env)
+	pos, err := parseArgs(fs, args, env)
 	if err != nil {
 		return err
 	}

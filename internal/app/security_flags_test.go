@@ -24,8 +24,8 @@ func TestKafkaSecurityFlags(t *testing.T) {
 			return c.Kafka.Security, err
 		},
 		"worker": func() (kafka.Security, error) {
-			c, err := ParseWorker(append(args, "--service", "s", "--echo"), env)
-			return c.Worker.Security, err
+			c, _, _, err := ParseWorker(append(args, "--service", "s", "--echo"), env)
+			return c.Security, err
 		},
 		"verify": func() (kafka.Security, error) {
 			c, err := ParseVerify(args, env)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/inlet-dev/inlet/internal/gateway"
 )
@@ -16,10 +18,17 @@ func ParseServe(args []string, env Env) (gateway.Config, *logConfig, error) {
 	cfg.RegisterFlags(fs)
 	lc := &logConfig{}
 	lc.register(fs)
-	if err := parseFlags(fs, args, env); err != nil {
-		return cfg, nil, err
-	}
-	return cfg, lc, nil
+	return cfg, lc, parseFlags(fs, args, env)
+}
+
+// ParseCatalogServe parses `inlet catalog serve` arguments and environment.
+func ParseCatalogServe(args []string, env Env) (gateway.CatalogConfig, *logConfig, error) {
+	cfg := gateway.DefaultCatalogConfig()
+	fs := newFlags("catalog serve", env)
+	cfg.RegisterFlags(fs)
+	lc := &logConfig{}
+	lc.register(fs)
+	return cfg, lc, parseFlags(fs, args, env)
 }
 
 // serveGOGC is the garbage collector's target of inlet serve unless GOGC is
@@ -51,18 +60,45 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	if b := g.BrokerAddr(); b != "" {
 		printBanner(env.Stdout, g.Addr(), b, cfg)
 	}
+	return runGateway(ctx, g, cfg.ShutdownTimeout, log)
+}
+
+func runCatalogServe(ctx context.Context, args []string, env Env) error {
+	cfg, lc, err := ParseCatalogServe(args, env)
+	if err != nil {
+		return err
+	}
+	log, err := lc.logger(env.Stderr)
+	if err != nil {
+		return err
+	}
+	g, err := gateway.StartCatalog(cfg, log)
+	if err != nil {
+		return err
+	}
+	return runGateway(ctx, g, cfg.ShutdownTimeout, log)
+}
+
+// runGateway serves until ctx ends or a server of g fails, then shuts g
+// down within timeout. It returns the failure, or an error of the
+// shutdown.
+func runGateway(ctx context.Context, g *gateway.Gateway, timeout time.Duration, log *slog.Logger) error {
+	var failed error
 	select {
 	case <-ctx.Done():
-		log.Info("shutting down", "timeout", cfg.ShutdownTimeout)
-	case err := <-g.Done():
-		if err != nil {
-			log.Error("http server failed", "err", err)
+		log.Info("shutting down", "timeout", timeout)
+	case failed = <-g.Done():
+		if failed != nil {
+			log.Error("a server failed; stopping", "err", failed)
 		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := g.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutting down: %w", err)
+	}
+	if failed != nil {
+		return failed
 	}
 	log.Info("stopped")
 	return nil

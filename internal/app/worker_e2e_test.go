@@ -40,12 +40,16 @@ func runTestWorker(t *testing.T, args ...string) *testWorker {
 	service := testkit.Unique(t, "t-")
 	topic := "rpc." + service
 	env := Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
-	cfg, err := ParseWorker(append([]string{"--service", service, "--brokers", strings.Join(brokers, ",")}, args...), env)
+	cfg, hc, _, err := ParseWorker(append([]string{"--service", service, "--brokers", strings.Join(brokers, ",")}, args...), env)
 	if err != nil {
 		t.Fatalf("parsing worker flags %q: %v", args, err)
 	}
-	if cfg.Worker.Topic != "" {
-		topic = cfg.Worker.Topic
+	if cfg.Topic != "" {
+		topic = cfg.Topic
+	}
+	h, err := hc.New()
+	if err != nil {
+		t.Fatal(err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0))
 	if err != nil {
@@ -54,7 +58,8 @@ func runTestWorker(t *testing.T, args ...string) *testWorker {
 	tw := &testWorker{t: t, brokers: brokers, topic: topic, m: worker.NewMetrics(nil), cl: cl}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Worker(ctx, cfg, testkit.Logger(t), tw.m) }()
+	cfg.Log, cfg.Metrics = testkit.Logger(t), tw.m
+	go func() { done <- worker.Run(ctx, cfg, h) }()
 	var stopped bool
 	var stopErr error
 	tw.stop = func() error {
@@ -63,7 +68,7 @@ func runTestWorker(t *testing.T, args ...string) *testWorker {
 			cancel()
 			select {
 			case stopErr = <-done:
-			case <-time.After(cfg.Worker.StopTimeout + 10*time.Second):
+			case <-time.After(cfg.StopTimeout + 10*time.Second):
 				t.Fatal("worker did not stop")
 			}
 		}
@@ -340,8 +345,8 @@ func TestWorkerUsage(t *testing.T) {
 	env := Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(k string) string {
 		return map[string]string{"INLET_SERVICE": "billing", "INLET_ECHO": "true", "INLET_MIN_DELAY": "10ms"}[k]
 	}}
-	cfg, err := ParseWorker(nil, env)
-	if err != nil || cfg.Worker.Service != "billing" || !cfg.Echo || cfg.MinDelay != 10*time.Millisecond || cfg.MaxDelay != 10*time.Millisecond {
-		t.Errorf("from the environment: %+v, %v", cfg, err)
+	cfg, hc, _, err := ParseWorker(nil, env)
+	if err != nil || cfg.Service != "billing" || !hc.Echo || hc.MinDelay != 10*time.Millisecond {
+		t.Errorf("from the environment: %+v %+v, %v", cfg, hc, err)
 	}
 }

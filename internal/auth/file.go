@@ -8,10 +8,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/go-json-experiment/json"
@@ -254,4 +258,36 @@ func RemoveClient(path, id string) error {
 		}
 	}
 	return fmt.Errorf("no client %q in %s", id, path)
+}
+
+// PrintClients writes cs as an aligned table for people (`inlet clients
+// list`): no secret, nor its hash.
+func PrintClients(w io.Writer, cs []Client) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tGROUPS\tDEFAULT GROUP\tRATE\tBURST\tADMIN\tCREATED")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	for _, c := range cs {
+		groups, rate, burst := strings.Join(c.Groups, ","), "-", "-"
+		if groups == "" {
+			groups = "*"
+		}
+		if c.Rate > 0 {
+			rate = strconv.FormatFloat(c.Rate, 'g', -1, 64) + "/s"
+			burst = strconv.Itoa(c.Burst)
+			if c.Burst == 0 {
+				burst = "auto"
+			}
+		}
+		created := "-"
+		if !c.Created.IsZero() {
+			created = c.Created.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", c.ID, groups, dash(c.DefaultGroup), rate, burst, c.Admin, created)
+	}
+	return tw.Flush()
 }

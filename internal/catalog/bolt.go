@@ -37,7 +37,7 @@ func OpenBolt(path string) (*BoltStore, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: openTimeout})
 	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("catalog store %s is in use by another inlet process (its file lock was not had within %v): stop it, or give this one another --data-dir", path, openTimeout)
+		return nil, fmt.Errorf("%w: %s (its file lock was not had within %v): stop it, or give this one another --data-dir", ErrLocked, path, openTimeout)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("catalog: opening the embedded store %s: %w", path, err)

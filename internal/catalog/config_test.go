@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"path/filepath"
 	"strings"
@@ -73,7 +74,7 @@ func TestOpen(t *testing.T) {
 	// A second process (here: a second open) gets a clear error, not a hang.
 	start := time.Now()
 	_, err = Open(cfg, testkit.Logger(t), nil)
-	if err == nil || !strings.Contains(err.Error(), "catalog store "+cfg.Path+" is in use by another inlet process") {
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "in use by another inlet process: "+cfg.Path) {
 		t.Fatalf("second open: %v", err)
 	}
 	if took := time.Since(start); took > 5*time.Second {

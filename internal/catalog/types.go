@@ -66,6 +66,9 @@ var (
 	ErrUnavailable = errors.New("catalog: store unavailable")
 	// ErrInvalid: a bad group, name, schema or status.
 	ErrInvalid = errors.New("catalog: invalid entry")
+	// ErrLocked: the embedded store is open in another process (a running
+	// inlet), whose file lock was not had within a second.
+	ErrLocked = errors.New("catalog: store in use by another inlet process")
 )
 
 // ViolationType names how an event breaks the tracking plan.

@@ -126,14 +126,29 @@ func catalogFailure(ctx context.Context, err error, k catalog.Key) *callError {
 		return failf(codes.Canceled, "canceled")
 	case errors.Is(err, catalog.ErrNotFound):
 		return failf(codes.NotFound, "not found: the catalog has no event type %s in group %s", event.Quote(k.Name), event.Quote(k.Group))
-	case errors.Is(err, catalog.ErrInvalid):
-		return failf(codes.InvalidArgument, "invalid argument: %v", err)
-	case errors.Is(err, catalog.ErrUnavailable):
-		return failf(codes.Unavailable, "unavailable: %v; retry", err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return failf(codes.DeadlineExceeded, "deadline exceeded: %v", err)
 	}
+	for _, m := range catalogCodes {
+		if errors.Is(err, m.err) {
+			return failf(m.code, "%s: %v%s", m.what, err, m.hint)
+		}
+	}
 	return failf(codes.Internal, "internal: %v", err)
+}
+
+// catalogCodes is the one mapping between the catalog's errors and the
+// codes both front ends answer them with (Thrift's CatalogError uses the
+// same numbers): the server answers a catalog error with its code, and
+// Client turns the code back into the catalog error.
+var catalogCodes = []struct {
+	err        error
+	code       codes.Code
+	what, hint string // the answer's prefix, and what it ends with
+}{
+	{catalog.ErrNotFound, codes.NotFound, "not found", ""},
+	{catalog.ErrInvalid, codes.InvalidArgument, "invalid argument", ""},
+	{catalog.ErrUnavailable, codes.Unavailable, "unavailable", "; retry"},
 }
 
 // callCtx bounds the work of one call by CallTimeout.
@@ -327,17 +342,55 @@ func (s *Server) list(ctx context.Context, c creds, group string, pageSize int32
 	return out, encodePageToken(group, after), p, nil
 }
 
-// upsert is what Catalog.Upsert changes: nil fields keep their value (or
-// are empty in a new entry); status "" keeps the status (planned for a new
-// entry).
+// Change is what Catalog.Upsert (and `inlet catalog set`) changes of an
+// entry: nil fields keep their value (are empty in a new entry); status ""
+// keeps the status (planned in a new entry). A schema of "" removes it.
+type Change struct {
+	Key         catalog.Key
+	DisplayName *string
+	Schema      *string
+	Status      catalog.Status
+}
+
+// apply is e (found: it exists) with c's changes; for catalog.Update, one
+// read-modify-write in the store, so that two admins changing different
+// fields at once both get their change.
+func (c Change) apply(e catalog.Entry, found bool) (catalog.Entry, error) {
+	if !found {
+		e.Status = catalog.StatusPlanned
+	}
+	if c.DisplayName != nil {
+		e.DisplayName = *c.DisplayName
+	}
+	if c.Schema != nil {
+		e.Schema = nil
+		if *c.Schema != "" {
+			e.Schema = json.RawMessage(*c.Schema)
+		}
+	}
+	if c.Status != "" {
+		e.Status = c.Status
+	}
+	return e, nil
+}
+
+// upsert is a Catalog.Upsert request.
 type upsert struct {
-	key         catalog.Key
-	displayName *string
-	schema      *string
-	status      catalog.Status
+	Change
 	// badStatus is a status number that is none of the Status values:
 	// refused once the credentials have passed.
 	badStatus *int32
+}
+
+// statusOf is the catalog status whose value in m (pbStatuses,
+// thriftStatuses) is v; "" for none.
+func statusOf[T comparable](m map[catalog.Status]T, v T) catalog.Status {
+	for st, w := range m {
+		if w == v {
+			return st
+		}
+	}
+	return ""
 }
 
 // upsert is Catalog.Upsert (admin clients only).
@@ -348,37 +401,18 @@ func (s *Server) upsert(ctx context.Context, c creds, u upsert) (catalog.Entry, 
 	if err != nil {
 		return catalog.Entry{}, p, err
 	}
-	if err := s.authorize(p, u.key.Group, true); err != nil {
+	if err := s.authorize(p, u.Key.Group, true); err != nil {
 		return catalog.Entry{}, p, err
 	}
-	if err := checkKey(u.key); err != nil {
+	if err := checkKey(u.Key); err != nil {
 		return catalog.Entry{}, p, err
 	}
 	if u.badStatus != nil {
 		return catalog.Entry{}, p, failf(codes.InvalidArgument, "invalid argument: status %d is not one of the Status values", *u.badStatus)
 	}
-	// One read-modify-write in the store: two admins changing different
-	// fields at once both get their change.
-	e, err := s.cat.Update(ctx, u.key, func(e catalog.Entry, found bool) (catalog.Entry, error) {
-		if !found {
-			e.Status = catalog.StatusPlanned
-		}
-		if u.displayName != nil {
-			e.DisplayName = *u.displayName
-		}
-		if u.schema != nil {
-			e.Schema = nil
-			if *u.schema != "" {
-				e.Schema = json.RawMessage(*u.schema)
-			}
-		}
-		if u.status != "" {
-			e.Status = u.status
-		}
-		return e, nil
-	})
+	e, err := s.cat.Update(ctx, u.Key, u.apply)
 	if err != nil {
-		return e, p, catalogFailure(ctx, err, u.key)
+		return e, p, catalogFailure(ctx, err, u.Key)
 	}
 	return e, p, nil
 }

@@ -61,7 +61,7 @@ func (f *fakeCatalog) Calls() []string {
 func (f *fakeCatalog) fail(ctx context.Context, k catalog.Key) error {
 	switch {
 	case strings.HasPrefix(k.Name, nameUnavailable):
-		return fmt.Errorf("redis 127.0.0.1:1: connection refused: %w", catalog.ErrUnavailable)
+		return fmt.Errorf("redis 127.0.0.1:1: dial tcp 127.0.0.1:1: connect: connection refused: %w", catalog.ErrUnavailable) // as go-redis says it
 	case strings.HasPrefix(k.Name, nameInvalid):
 		return fmt.Errorf("%w: name %q has a bad character", catalog.ErrInvalid, k.Name)
 	case strings.HasPrefix(k.Name, nameSlow):

@@ -48,6 +48,7 @@ func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
 		// rather than a new goroutine each, whose stack grows on every
 		// call; when all are busy (a call waiting on the store), a call
 		// gets a goroutine of its own as before.
+		// Gain: 104-132 → 96-109 µs of CPU per call alone, 90-96 with the two below (BenchmarkGRPCDataType, 437d453).
 		grpc.NumStreamWorkers(uint32(4*runtime.GOMAXPROCS(0))),
 		// A connection's write buffer is taken from a pool for each write
 		// rather than kept: idle connections hold none.
@@ -235,18 +236,12 @@ func (g grpcCatalog) List(ctx context.Context, rq *catalogv1.ListRequest) (*cata
 }
 
 func (g grpcCatalog) Upsert(ctx context.Context, rq *catalogv1.UpsertRequest) (*catalogv1.UpsertResponse, error) {
-	u := upsert{key: catalog.Key{Group: rq.GetGroup(), Name: rq.GetName()}, displayName: rq.DisplayName, schema: rq.Schema}
-	switch rq.GetStatus() {
-	case catalogv1.Status_STATUS_UNSPECIFIED:
-	case catalogv1.Status_STATUS_PLANNED:
-		u.status = catalog.StatusPlanned
-	case catalogv1.Status_STATUS_OBSERVED:
-		u.status = catalog.StatusObserved
-	case catalogv1.Status_STATUS_BLOCKED:
-		u.status = catalog.StatusBlocked
-	default:
-		n := int32(rq.GetStatus())
-		u.badStatus = &n
+	u := upsert{Change: Change{Key: catalog.Key{Group: rq.GetGroup(), Name: rq.GetName()}, DisplayName: rq.DisplayName, Schema: rq.Schema}}
+	if pb := rq.GetStatus(); pb != catalogv1.Status_STATUS_UNSPECIFIED {
+		if u.Status = statusOf(pbStatuses, pb); u.Status == "" {
+			n := int32(pb)
+			u.badStatus = &n
+		}
 	}
 	e, p, err := g.s.upsert(ctx, pbCreds(rq.GetAuth()), u)
 	if err != nil {

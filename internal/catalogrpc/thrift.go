@@ -694,16 +694,9 @@ func (h thriftHandler) Upsert(ctx context.Context, a *catalogv1.Credentials, rq 
 		if rq == nil {
 			return catalog.Entry{}, auth.Principal{}, failf(codes.InvalidArgument, "invalid argument: no UpsertRequest")
 		}
-		u := upsert{key: catalog.Key{Group: rq.Group, Name: rq.Name}, displayName: rq.DisplayName, schema: rq.Schema}
+		u := upsert{Change: Change{Key: catalog.Key{Group: rq.Group, Name: rq.Name}, DisplayName: rq.DisplayName, Schema: rq.Schema}}
 		if rq.Status != nil {
-			switch *rq.Status {
-			case catalogv1.Status_PLANNED:
-				u.status = catalog.StatusPlanned
-			case catalogv1.Status_OBSERVED:
-				u.status = catalog.StatusObserved
-			case catalogv1.Status_BLOCKED:
-				u.status = catalog.StatusBlocked
-			default:
+			if u.Status = statusOf(thriftStatuses, *rq.Status); u.Status == "" {
 				n := int32(*rq.Status)
 				u.badStatus = &n
 			}

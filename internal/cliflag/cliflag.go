@@ -2,7 +2,7 @@
 // flags with, bound straight to the fields of their Config: sizes in bytes
 // (1048576, 512KiB, 64MB, 1GiB), comma-separated lists, and IP prefixes.
 // Each package registers its own flags (Config.RegisterFlags); only the
-// command layer parses them.
+// command layer parses them, with Parse.
 package cliflag
 
 import (

@@ -1,10 +1,12 @@
 package cliflag
 
 import (
+	"errors"
 	"flag"
 	"io"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -79,5 +81,57 @@ func TestListAndPrefixes(t *testing.T) {
 	}
 	if _, err := ParsePrefixes("10.0.0.0/8,nope"); err == nil {
 		t.Fatal("a bad prefix was accepted")
+	}
+}
+
+// TestParse: the environment, then the flags, which win; positional
+// arguments anywhere, "--" ending the flags.
+func TestParse(t *testing.T) {
+	env := map[string]string{"INLET_NAME": "env", "INLET_N": "7"}
+	for _, tc := range []struct {
+		args    []string
+		name    string
+		n       int
+		pos     []string
+		wantErr error
+	}{
+		{args: nil, name: "env", n: 7},
+		{args: []string{"--name", "flag"}, name: "flag", n: 7},
+		{args: []string{"a", "--name", "flag", "b", "--n", "1", "c"}, name: "flag", n: 1, pos: []string{"a", "b", "c"}},
+		{args: []string{"a", "--", "--name", "x"}, name: "env", n: 7, pos: []string{"a", "--name", "x"}},
+		{args: []string{"--nope"}, wantErr: ErrUsage},
+		{args: []string{"-h"}, wantErr: flag.ErrHelp},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		name := fs.String("name", "default", "")
+		n := fs.Int("n", 0, "")
+		pos, err := Parse(fs, tc.args, func(k string) string { return env[k] })
+		if !errors.Is(err, tc.wantErr) {
+			t.Errorf("%q: error %v, want %v", tc.args, err, tc.wantErr)
+			continue
+		}
+		if err == nil && (*name != tc.name || *n != tc.n || !reflect.DeepEqual(pos, tc.pos)) {
+			t.Errorf("%q: name %q n %d pos %q, want %q %d %q", tc.args, *name, *n, pos, tc.name, tc.n, tc.pos)
+		}
+	}
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.Int("n", 0, "")
+	if _, err := Parse(fs, nil, func(k string) string { return map[string]string{"INLET_N": "x"}[k] }); err == nil || !strings.Contains(err.Error(), `INLET_N="x"`) {
+		t.Errorf("a bad environment value: %v", err)
+	}
+}
+
+func TestRegister(t *testing.T) {
+	register := func(fs *flag.FlagSet) { fs.Int("a", 0, ""); fs.Int("b", 0, ""); fs.Int("c", 0, "") }
+	var got []string
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	Register(fs, register, Except("b"))
+	fs.VisitAll(func(f *flag.Flag) { got = append(got, f.Name) })
+	fs = flag.NewFlagSet("t", flag.ContinueOnError)
+	Register(fs, register, Only("b", "d"))
+	fs.VisitAll(func(f *flag.Flag) { got = append(got, f.Name) })
+	if !reflect.DeepEqual(got, []string{"a", "c", "b"}) {
+		t.Errorf("registered %q", got)
 	}
 }

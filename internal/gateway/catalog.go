@@ -70,11 +70,13 @@ func (g *Gateway) startCatalog() ([]ingest.Option, error) {
 		}
 		return nil
 	})
-	g.catalogCheck = newCatalogCheck(cat, cc, g.cfg.ReadyInterval)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); g.catalogCheck.run(ctx) }()
-	g.lc.started("catalog check", 0, func(context.Context) error { cancel(); <-done; return nil })
+	if !g.catalogOnly { // which has no /readyz to report to
+		g.catalogCheck = newCatalogCheck(cat, cc, g.cfg.ReadyInterval)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); g.catalogCheck.run(ctx) }()
+		g.lc.started("catalog check", 0, func(context.Context) error { cancel(); <-done; return nil })
+	}
 	if g.cfg.Catalog.Enabled {
 		opts = append(opts, ingest.WithCatalog(cat))
 	}
@@ -92,7 +94,9 @@ func (g *Gateway) startCatalogRPC() error {
 	if !rc.Enabled() {
 		return nil
 	}
-	rc.Budget = g.ingest.Budget() // gRPC and Thrift requests draw from the HTTP bodies' budget
+	if !g.catalogOnly {
+		rc.Budget = g.ingest.Budget() // gRPC and Thrift requests draw from the HTTP bodies' budget
+	}
 	srv, err := catalogrpc.New(g.catalog, g.auth, rc, g.log, g.reg)
 	if err != nil {
 		return err
@@ -115,7 +119,10 @@ func (g *Gateway) startCatalogRPC() error {
 	serve := func(name string, l net.Listener, fn func(net.Listener) error) {
 		go func() {
 			defer func() { served <- struct{}{} }()
-			if err := fn(l); err != nil {
+			switch err := fn(l); {
+			case err != nil && g.catalogOnly:
+				g.fail(err)
+			case err != nil:
 				g.log.Error("the catalog's RPC server stopped; ingest goes on", "server", name, "err", err)
 			}
 		}()

@@ -316,6 +316,15 @@ func (c Config) Validate() error {
 	if err := c.UI.Validate(); err != nil {
 		return err
 	}
+	if err := c.validateCatalog(); err != nil {
+		return err
+	}
+	return c.Ingest.Validate()
+}
+
+// validateCatalog checks the catalog's part of c: the client credentials,
+// the RPC servers and the store (inlet serve's and inlet catalog serve's).
+func (c Config) validateCatalog() error {
 	if c.CatalogRPC.Enabled() && c.Auth.ClientsFile == "" {
 		return errors.New("--grpc-listen and --thrift-listen need --clients FILE: every catalog call carries client credentials (make the file with `inlet clients add --file FILE NAME`)")
 	}
@@ -336,5 +345,5 @@ func (c Config) Validate() error {
 			return errors.New("--catalog-store redis needs --redis host:port")
 		}
 	}
-	return c.Ingest.Validate()
+	return nil
 }

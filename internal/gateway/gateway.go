@@ -60,6 +60,10 @@ type Gateway struct {
 	grpcLn       net.Listener
 	thriftLn     net.Listener
 
+	// catalogOnly is `inlet catalog serve` (StartCatalog): the catalog's
+	// RPC servers alone.
+	catalogOnly bool
+
 	stopping     atomic.Bool
 	shutdownOnce atomic.Bool
 	served       chan error
@@ -104,19 +108,7 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 		log.Info("--http-front nethttp: net/http serves every listener; the flag has no effect and goes in the next release")
 	}
 	g = &Gateway{cfg: cfg, log: log, lc: lifecycle{log: log}, served: make(chan error, 1)}
-	started := g // the returns below set g to nil
-	defer func() {
-		if err == nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-		defer cancel()
-		started.stopping.Store(true)
-		if serr := started.lc.stop(ctx); serr != nil {
-			log.Warn("stopping after a failed start", "err", serr)
-		}
-		g = nil
-	}()
+	defer g.undoFailedStart(&err)
 	g.reg = prometheus.NewRegistry()
 	g.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
@@ -166,6 +158,20 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	g.reg.MustRegister(g.srv.Handler.(*limited)) // requests in flight and refused, by class
 	log.Info("serving", "addr", g.Addr(), "https", g.TLSAddr(), "ops", g.OpsAddr(), "brokers", brokers, "kafka_security", cfg.Kafka.Security.String(), "ack", cfg.Ack, "topic", ic.Topic)
 	return g, nil
+}
+
+// undoFailedStart stops, within ShutdownTimeout, the parts a start that
+// failed (*err not nil) had started.
+func (g *Gateway) undoFailedStart(err *error) {
+	if *err == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.ShutdownTimeout)
+	defer cancel()
+	g.stopping.Store(true)
+	if serr := g.lc.stop(ctx); serr != nil {
+		g.log.Warn("stopping after a failed start", "err", serr)
+	}
 }
 
 func (g *Gateway) startBroker() ([]string, error) {
@@ -351,7 +357,8 @@ func (g *Gateway) BrokerAddr() string {
 }
 
 // Done is closed when the HTTP server stops; it carries the error that
-// stopped it, if any.
+// stopped it, if any. Of StartCatalog's, it carries the error of the first
+// server that failed.
 func (g *Gateway) Done() <-chan error { return g.served }
 
 // Shutdown stops the gateway within ctx, in the reverse order of Start:

@@ -236,8 +236,6 @@ const (
 // readOutIdle without a byte, readOutAtOnce bodies at once (past it,
 // net/http's own handling). Not for a request that asked for 100 Continue:
 // its client waits for the answer before sending the body, and has it.
-//
-//go:noinline
 func (l *limited) readOut(w http.ResponseWriter, r *http.Request) {
 	if r.Body == nil || r.Body == http.NoBody || strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 		return
@@ -308,8 +306,6 @@ func (l *limited) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // refuse answers a request past its class's share of --max-requests.
-//
-//go:noinline
 func (l *limited) refuse(w http.ResponseWriter, c int) {
 	l.refused[c].Add(1)
 	w.Header().Set("Retry-After", l.retry)

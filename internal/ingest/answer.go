@@ -3,7 +3,6 @@ package ingest
 import (
 	"net/http"
 	"strconv"
-	"sync"
 
 	"github.com/inlet-dev/inlet/internal/event"
 )
@@ -16,24 +15,16 @@ var (
 	cacheNoStore    = []string{"no-store"}
 )
 
-// answerBufs keeps the buffers answers are encoded into.
-var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
-
 // writeAnswer answers a batch or track request with a, as encoding/json
 // with SetEscapeHTML(false) encodes an Answer (and a newline), without
 // reflection.
 func writeAnswer(w http.ResponseWriter, status int, a *Answer) {
-	bp := answerBufs.Get().(*[]byte)
-	b := appendAnswer((*bp)[:0], a)
+	b := appendAnswer(make([]byte, 0, 512), a)
 	h := w.Header()
 	h["Content-Type"] = contentTypeJSON
 	h["Cache-Control"] = cacheNoStore
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-	if cap(b) <= 64<<10 {
-		*bp = b
-		answerBufs.Put(bp)
-	}
 }
 
 // appendAnswer appends a's JSON, with a newline, to dst.

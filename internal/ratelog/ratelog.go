@@ -6,7 +6,9 @@ package ratelog
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -45,4 +47,18 @@ func (l *Limiter) Log(args ...any) {
 	l.last, l.suppressed = now, 0
 	l.mu.Unlock()
 	l.log.Log(context.Background(), l.level, l.msg, append(args, "repeated", n)...)
+}
+
+// Printer is a Limiter as the printf-style logger of a library that logs
+// through a global logger of its own (go-redis's redis.SetLogger, which
+// writes a line per failed dial while Redis is down): each message is one
+// occurrence, logged as "detail" without Trim at its start.
+type Printer struct {
+	*Limiter
+	Trim string
+}
+
+// Printf records the message format and v make.
+func (p Printer) Printf(_ context.Context, format string, v ...any) {
+	p.Log("detail", strings.TrimPrefix(fmt.Sprintf(format, v...), p.Trim))
 }

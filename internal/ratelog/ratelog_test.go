@@ -1,6 +1,7 @@
 package ratelog
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -32,6 +33,18 @@ func TestLimiter(t *testing.T) {
 	}
 	if !strings.Contains(buf.String(), "repeated=999") {
 		t.Fatalf("second line should count the 999 suppressed:\n%s", buf)
+	}
+}
+
+// TestPrinter: a library's printf-style messages reach the log as the
+// Limiter's, their prefix trimmed, one per interval.
+func TestPrinter(t *testing.T) {
+	log, buf := testkit.NewLogBuffer()
+	p := Printer{New(log, slog.LevelWarn, "redis client", time.Hour), "redis: "}
+	p.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts", 1)
+	p.Printf(context.Background(), "redis: connection pool: failed to dial after %d attempts", 2)
+	if got := buf.String(); buf.Count("redis client") != 1 || !strings.Contains(got, `detail="connection pool: failed to dial after 1 attempts"`) {
+		t.Fatalf("logged:\n%s", got)
 	}
 }
 

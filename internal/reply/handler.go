@@ -264,8 +264,6 @@ type call struct {
 // send checks the request, registers its waiter and hands the request
 // record to the producer. It returns the call, or nil and the status it
 // answered. On a nil call, nothing is left registered.
-//
-//go:noinline (its frame must not stay on the stack of the waiting call)
 func (h *Handler) send(w http.ResponseWriter, r *http.Request, arrived time.Time) (*call, int) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)

@@ -149,6 +149,7 @@ func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
 
 // requests recycles requests, their answer channels and their frames'
 // buffers: an append then allocates nothing in the steady state.
+// Gain: 12.7 → 11.4 µs of CPU and 4 → 0 allocations per request (BenchmarkSpoolPath -cpu 1, 2026-12-05).
 var requests sync.Pool
 
 // maxPooledFrames bounds the buffer a recycled request keeps.
@@ -231,6 +232,7 @@ func (s *Spool) writer() {
 // one or two requests, would hold it nearly all the time under a moderate
 // load. The pause lets the requests that came meanwhile be read and join
 // the group.
+// Gain of the yield, with the forwarder's 4 windows: 1.08 → 60 requests per fsync, 2,144 → 12,216 req/s (BENCHMARKS.md).
 func (s *Spool) group(first *request) {
 	batch := []*request{first}
 	size := len(first.frames)

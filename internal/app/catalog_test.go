@@ -206,9 +206,12 @@ func TestCatalogCommandsRoundTrip(t *testing.T) {
 				t.Fatalf("import of the export: %q", out)
 			}
 			// A plan from stdin: one new, one changed.
-			stdin = strings.NewReader(`{"events":[{"group":"shop","name":"view","display_name":"View","status":"planned"},{"group":"shop","name":"cart"}]}`)
-			t.Cleanup(func() { stdin = os.Stdin })
-			out = mustMain(t, nil, cmd("catalog", "import", "-")...)
+			env, stdoutb, stderrb := testEnv(nil)
+			env.Stdin = strings.NewReader(`{"events":[{"group":"shop","name":"view","display_name":"View","status":"planned"},{"group":"shop","name":"cart"}]}`)
+			if code := Main(context.Background(), cmd("catalog", "import", "-"), env); code != 0 {
+				t.Fatalf("import -: exit %d\n%s", code, stderrb)
+			}
+			out = stdoutb.String()
 			if strings.TrimSpace(out) != "imported 2 events: 1 created, 1 changed, 0 unchanged" {
 				t.Fatalf("import -: %q", out)
 			}

@@ -1,4 +1,4 @@
-package app
+package kafka_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
@@ -32,7 +33,7 @@ func TestTailAndKcat(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := Tail(ctx, TailConfig{Brokers: brokers, Topic: topic, From: "beginning", N: 5, Format: "json"}, &out)
+	err := kafka.Tail(ctx, kafka.TailConfig{Brokers: brokers, Topic: topic, From: "beginning", N: 5, Format: "json"}, &out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,13 @@
-package app
+package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,10 +26,9 @@ import (
 	thriftinf "github.com/inlet-dev/inlet/api/gen/thrift/inf"
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/gateway"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
-
-var quietEnv = Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }}
 
 // grpcLookup is one inf.Data/DataType call.
 func grpcLookup(ctx context.Context, cl inf.DataClient, id, token, group, name string) (*inf.DataTypeRp, error) {
@@ -59,32 +59,47 @@ func dialGRPC(t *testing.T, addr string) inf.DataClient {
 	return inf.NewDataClient(cc)
 }
 
+// TestCatalogServeNeedsClients: catalog serve refuses to start without
+// client credentials, without a listener, or with a bad setting.
 func TestCatalogServeNeedsClients(t *testing.T) {
-	var stderr bytes.Buffer
-	env := Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
-	code := Main(context.Background(), []string{"catalog", "serve", "--grpc-listen", "127.0.0.1:0", "--data-dir", t.TempDir()}, env)
-	if code != 1 || !strings.Contains(stderr.String(), "--clients FILE is needed") {
-		t.Errorf("without --clients: exit %d, stderr %q", code, stderr.String())
-	}
 	dir := t.TempDir()
-	if _, err := auth.AddClient(filepath.Join(dir, "clients.json"), auth.Client{ID: "web"}); err != nil {
+	clients := filepath.Join(dir, "clients.json")
+	if _, err := auth.AddClient(clients, auth.Client{ID: "web"}); err != nil {
 		t.Fatal(err)
 	}
-	stderr.Reset()
-	code = Main(context.Background(), []string{"catalog", "serve", "--clients", filepath.Join(dir, "clients.json"), "--data-dir", dir}, env)
-	if code != 1 || !strings.Contains(stderr.String(), "--grpc-listen") {
-		t.Errorf("without a listener: exit %d, stderr %q", code, stderr.String())
-	}
-	stderr.Reset()
-	code = Main(context.Background(), []string{"catalog", "serve", "--clients", filepath.Join(dir, "clients.json"), "--data-dir", dir,
-		"--thrift-listen", "127.0.0.1:0", "--thrift-transport", "http"}, env)
-	if code != 1 || !strings.Contains(stderr.String(), "--thrift-transport") {
-		t.Errorf("a bad --thrift-transport: exit %d, stderr %q", code, stderr.String())
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--grpc-listen", "127.0.0.1:0", "--data-dir", dir}, "--clients FILE is needed"},
+		{[]string{"--clients", clients, "--data-dir", dir}, "--grpc-listen"},
+		{[]string{"--clients", clients, "--data-dir", dir, "--thrift-listen", "127.0.0.1:0", "--thrift-transport", "http"}, "--thrift-transport"},
+	} {
+		g, err := gateway.StartCatalog(parseCatalog(t, c.args...), testkit.Logger(t))
+		if err == nil {
+			g.Shutdown(context.Background())
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error saying %s", c.args, err, c.want)
+		}
 	}
 }
 
+// parseCatalog is catalog serve's configuration from args.
+func parseCatalog(t *testing.T, args ...string) gateway.CatalogConfig {
+	t.Helper()
+	cfg := gateway.DefaultCatalogConfig()
+	fs := flag.NewFlagSet("catalog serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.RegisterFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return cfg
+}
+
 // inlet catalog serve in process, on the embedded store: both front ends
-// answer, and a cancelled context stops it with no error.
+// answer, /metrics counts their calls, and Shutdown stops it with no error.
 func TestCatalogServeEmbedded(t *testing.T) {
 	dir := t.TempDir()
 	secret, err := auth.AddClient(filepath.Join(dir, "clients.json"), auth.Client{ID: "web"})
@@ -92,29 +107,16 @@ func TestCatalogServeEmbedded(t *testing.T) {
 		t.Fatal(err)
 	}
 	metrics := testkit.FreeAddr(t)
-	cfg, _, err := ParseCatalogServe([]string{"--clients", filepath.Join(dir, "clients.json"), "--data-dir", dir,
-		"--grpc-listen", "127.0.0.1:0", "--thrift-listen", "127.0.0.1:0", "--metrics-listen", metrics}, quietEnv)
+	g, err := gateway.StartCatalog(parseCatalog(t, "--clients", filepath.Join(dir, "clients.json"), "--data-dir", dir,
+		"--grpc-listen", "127.0.0.1:0", "--thrift-listen", "127.0.0.1:0", "--metrics-listen", metrics), testkit.Logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Catalog.StoreKind() != "embedded" || cfg.Catalog.Path != filepath.Join(dir, "catalog.db") {
-		t.Fatalf("store %s at %s, want embedded in --data-dir", cfg.Catalog.StoreKind(), cfg.Catalog.Path)
+	if _, err := os.Stat(filepath.Join(dir, "catalog.db")); err != nil {
+		t.Fatalf("the embedded store is not in --data-dir: %v", err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addrs := make(chan [2]string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- CatalogServe(ctx, cfg, testkit.Logger(t), func(g, th string) { addrs <- [2]string{g, th} })
-	}()
-	var a [2]string
-	select {
-	case a = <-addrs:
-	case err := <-done:
-		t.Fatalf("catalog serve: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("catalog serve did not listen within 10s")
-	}
+	ctx := context.Background()
+	a := [2]string{g.GRPCAddr(), g.ThriftAddr()}
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 	defer ccancel()
 	rp, err := grpcLookup(cctx, dialGRPC(t, a[0]), "web", secret, "shop", "checkout")
@@ -139,14 +141,15 @@ func TestCatalogServeEmbedded(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	cancel()
+	sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+	defer scancel()
+	if err := g.Shutdown(sctx); err != nil {
+		t.Errorf("catalog serve's shutdown: %v", err)
+	}
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("catalog serve after cancel: %v", err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("catalog serve did not stop within 15s of its context's end")
+	case err := <-g.Done():
+		t.Errorf("Done after a shutdown that did not fail: %v", err)
+	default:
 	}
 }
 
@@ -279,25 +282,54 @@ func TestCatalogServeTwoInstancesOneRedis(t *testing.T) {
 // credentials' flags, but not --catalog and --auth, which turn them on for
 // HTTP ingest and would do nothing here.
 func TestCatalogServeFlags(t *testing.T) {
-	cfg, _, err := ParseCatalogServe([]string{"--clients", "c.json", "--catalog-mode", "block", "--auth-token-ttl", "1m", "--grpc-listen", "127.0.0.1:0"}, quietEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := parseCatalog(t, "--clients", "c.json", "--catalog-mode", "block", "--auth-token-ttl", "1m", "--grpc-listen", "127.0.0.1:0")
 	if cfg.Auth.ClientsFile != "c.json" || cfg.Catalog.Mode != catalog.ModeBlock || cfg.Auth.TokenTTL != time.Minute {
 		t.Errorf("parsed %+v", cfg)
 	}
 	if cfg.MaxInflightBytes != 64<<20 || cfg.RPC.MaxMessageBytes != 64<<10 {
 		t.Errorf("default --max-inflight-bytes %d, --catalog-rpc-max-message-bytes %d", cfg.MaxInflightBytes, cfg.RPC.MaxMessageBytes)
 	}
-	if cfg, _, err := ParseCatalogServe([]string{"--clients", "c.json", "--grpc-listen", "127.0.0.1:0", "--max-inflight-bytes", "8MiB"}, quietEnv); err != nil || cfg.MaxInflightBytes != 8<<20 {
-		t.Errorf("--max-inflight-bytes 8MiB: %d, %v", cfg.MaxInflightBytes, err)
+	if cfg := parseCatalog(t, "--clients", "c.json", "--grpc-listen", "127.0.0.1:0", "--max-inflight-bytes", "8MiB"); cfg.MaxInflightBytes != 8<<20 {
+		t.Errorf("--max-inflight-bytes 8MiB: %d", cfg.MaxInflightBytes)
 	}
 	for _, f := range []string{"--catalog", "--auth"} {
-		var stderr bytes.Buffer
-		env := quietEnv
-		env.Stderr = &stderr
-		if _, _, err := ParseCatalogServe([]string{"--clients", "c.json", f}, env); err == nil || !strings.Contains(stderr.String(), "flag provided but not defined: "+f[1:]) {
-			t.Errorf("%s: %v (%q), want the flag refused as not defined", f, err, stderr.String())
+		cfg := gateway.DefaultCatalogConfig()
+		fs := flag.NewFlagSet("catalog serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg.RegisterFlags(fs)
+		if err := fs.Parse([]string{"--clients", "c.json", f}); err == nil || !strings.Contains(err.Error(), "flag provided but not defined: "+f[1:]) {
+			t.Errorf("%s: %v, want the flag refused as not defined", f, err)
 		}
 	}
+}
+
+// TestCatalogServeFailedStart: a listen address in use fails the start,
+// and what had started is stopped: the embedded store's file lock is free
+// for the next open.
+func TestCatalogServeFailedStart(t *testing.T) {
+	dir := t.TempDir()
+	clients := filepath.Join(dir, "clients.json")
+	if _, err := auth.AddClient(clients, auth.Client{ID: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	g, err := gateway.StartCatalog(parseCatalog(t, "--clients", clients, "--data-dir", dir, "--grpc-listen", busy.Addr().String()), testkit.Logger(t))
+	if err == nil {
+		g.Shutdown(context.Background())
+		t.Fatal("started on a listen address in use")
+	}
+	if !strings.Contains(err.Error(), "--grpc-listen") {
+		t.Errorf("error %v: want it to name --grpc-listen", err)
+	}
+	cfg := catalog.DefaultConfig()
+	cfg.Store, cfg.Path = catalog.StoreEmbedded, filepath.Join(dir, "catalog.db")
+	cat, err := catalog.Open(cfg, testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatalf("the store after a failed start: %v", err)
+	}
+	cat.Close()
 }
