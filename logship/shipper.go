@@ -87,7 +87,6 @@ type shipper struct {
 	writeNow chan struct{}
 	posNow   chan struct{} // the checkpoint was written: fsync it
 	stopRun  chan struct{} // closed by close: yield what is left, then io.EOF
-	runDone  chan struct{} // the engine's Run returned
 	stopSync chan struct{}
 	syncer   chan struct{}
 	once     sync.Once
@@ -136,7 +135,7 @@ func newShipper(sink Sink, o Options) (*shipper, error) {
 	s := &shipper{sink: sink, opts: o, queue: make(chan []byte, o.QueueSize),
 		full: make(chan struct{}, 1), settled: make(chan struct{}, 1), syncNow: make(chan struct{}, 1),
 		writeNow: make(chan struct{}, 1), posNow: make(chan struct{}, 1),
-		stopRun: make(chan struct{}), runDone: make(chan struct{}), stopSync: make(chan struct{}), syncer: make(chan struct{})}
+		stopRun: make(chan struct{}), stopSync: make(chan struct{}), syncer: make(chan struct{})}
 	rs, cfg := relaySink(sink, o)
 	cfg.MinBackoff = o.RetryBackoff
 	cfg.OnFail = func(err error, _, _ int) {
@@ -279,10 +278,7 @@ const (
 )
 
 func (s *shipper) start() {
-	go func() {
-		defer close(s.runDone)
-		s.eng.Run() // no error: nothing is Fatal to a handler
-	}()
+	go s.eng.Run() // no error: nothing is Fatal to a handler
 	go s.syncLoop()
 }
 
@@ -352,17 +348,11 @@ func (s *shipper) spill(ev []byte, urgent bool) {
 	s.pending = append(s.pending, '\n')
 	s.size += int64(len(ev)) + 1
 	s.spilled.Add(1)
-	if urgent || len(s.pending) >= kickBytes {
-		s.kickWriter(urgent)
-	}
-}
-
-func (s *shipper) kickWriter(urgent bool) {
-	c := s.writeNow
 	if urgent {
-		c = s.syncNow
+		s.kick(s.syncNow)
+	} else if len(s.pending) >= kickBytes {
+		s.kick(s.writeNow)
 	}
-	s.kick(c)
 }
 
 func (s *shipper) kick(c chan struct{}) {
@@ -557,19 +547,6 @@ func (s *shipper) takeQueue(batch [][]byte) [][]byte {
 	return batch
 }
 
-// takeAll takes every queued record, without waiting.
-func (s *shipper) takeAll() [][]byte {
-	var batch [][]byte
-	for {
-		select {
-		case ev := <-s.queue:
-			batch = append(batch, ev)
-		default:
-			return batch
-		}
-	}
-}
-
 // replayNext reads the next batch of spilled records at readOff. It
 // returns no records when every record written to the file was read, or
 // when the file cannot be read (lastErr says why).
@@ -664,17 +641,16 @@ func (s *shipper) reportDrops() {
 func (s *shipper) leave() {
 	recs := s.src.Unsettled()
 	recs = recs[:len(recs)-int(s.replayLeft.Load())]
-	s.leaveRecords(append(recs, s.takeAll()...))
-}
-
-func (s *shipper) leaveRecords(batch [][]byte) {
+	for b := s.takeQueue(nil); len(b) > 0; b = s.takeQueue(nil) {
+		recs = append(recs, b...)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.file == nil {
-		s.drop(DropClosed, int64(len(batch)))
+		s.drop(DropClosed, int64(len(recs)))
 		return
 	}
-	for _, ev := range batch {
+	for _, ev := range recs {
 		s.pending = append(s.pending, ev...)
 		s.pending = append(s.pending, '\n')
 		s.size += int64(len(ev)) + 1
@@ -700,11 +676,7 @@ func (s *shipper) close(ctx context.Context) error {
 	if !first {
 		return errors.New("logship: already closed")
 	}
-	select {
-	case <-s.runDone:
-	case <-ctx.Done():
-		s.eng.Stop(ctx) // abandons what is in flight
-	}
+	s.eng.Drain(ctx) // abandons what is in flight when ctx ends
 	close(s.stopSync)
 	<-s.syncer
 	// What ctx left no time for, and a record handled while Close began

@@ -36,18 +36,6 @@ func (p Pacer) Validate() error {
 	return nil
 }
 
-// Rate is the intended rate at t after the start.
-func (p Pacer) Rate(t time.Duration) float64 {
-	switch {
-	case t < p.Hold:
-		return p.From
-	case t >= p.Hold+p.Ramp || p.Ramp == 0:
-		return p.To
-	}
-	f := (t - p.Hold).Seconds() / p.Ramp.Seconds()
-	return p.From + (p.To-p.From)*f
-}
-
 // Offset is the time after the start at which request n (counting from 0) is
 // due. A pacer that never reaches n answers math.MaxInt64.
 func (p Pacer) Offset(n int64) time.Duration {

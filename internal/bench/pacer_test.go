@@ -71,9 +71,9 @@ func TestBenchPacerRamp(t *testing.T) {
 					continue
 				}
 				gap := (at - p.Offset(n-1)).Seconds()
-				want := 1 / p.Rate(at)
+				want := 1 / intendedRate(p, at)
 				if math.Abs(gap-want) > 0.02*want+1e-6 {
-					t.Fatalf("request %d at %v: gap %.6fs, want 1/%.1f = %.6fs", n, at, gap, p.Rate(at), want)
+					t.Fatalf("request %d at %v: gap %.6fs, want 1/%.1f = %.6fs", n, at, gap, intendedRate(p, at), want)
 				}
 			}
 			// Count and Offset agree exactly.
@@ -102,4 +102,16 @@ func TestBenchPacerValidate(t *testing.T) {
 			t.Errorf("%s: %+v accepted", name, p)
 		}
 	}
+}
+
+// intendedRate is the rate p intends at t after the start.
+func intendedRate(p Pacer, t time.Duration) float64 {
+	switch {
+	case t < p.Hold:
+		return p.From
+	case t >= p.Hold+p.Ramp || p.Ramp == 0:
+		return p.To
+	}
+	f := (t - p.Hold).Seconds() / p.Ramp.Seconds()
+	return p.From + (p.To-p.From)*f
 }

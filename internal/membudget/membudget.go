@@ -12,16 +12,16 @@ package membudget
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"sync/atomic"
 )
 
-// ErrExhausted is what a Reader returns when the budget cannot take what it
-// read: the request should be answered 503 with Retry-After.
+// ErrExhausted is what TakeConn and a Hold return when the budget cannot
+// take what a request read: the request should be answered 503 with
+// Retry-After.
 var ErrExhausted = errors.New("membudget: in-flight body budget exhausted")
 
-// ErrConnShare is what TakeConn and a Reader return when the connection a
+// ErrConnShare is what TakeConn and a Hold return when the connection a
 // request came on already holds its share of the budget: the request
 // should be refused (429 with Retry-After); other connections still get
 // theirs.
@@ -144,26 +144,4 @@ func (h *Hold) Drop(n int64) {
 func (h *Hold) Release() {
 	h.B.ReleaseConn(h.Conn, h.Taken)
 	h.Taken = 0
-}
-
-// Reader charges what it reads from R to B (and to Conn, when set),
-// counting it in Taken, and fails with ErrExhausted (or ErrConnShare) once B
-// cannot take more. The owner releases Taken (with ReleaseConn) when it is
-// done with what it read. It is not safe for concurrent use.
-type Reader struct {
-	R     io.Reader
-	B     *Budget
-	Conn  *Conn
-	Taken int64
-}
-
-func (r *Reader) Read(p []byte) (int, error) {
-	n, err := r.R.Read(p)
-	if n > 0 {
-		if terr := r.B.TakeConn(r.Conn, int64(n)); terr != nil {
-			return 0, terr
-		}
-		r.Taken += int64(n)
-	}
-	return n, err
 }

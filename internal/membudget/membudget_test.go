@@ -3,8 +3,6 @@ package membudget
 import (
 	"context"
 	"errors"
-	"io"
-	"strings"
 	"sync"
 	"testing"
 
@@ -43,23 +41,6 @@ func TestBudgetConcurrent(t *testing.T) {
 	taken.Range(func(any, any) bool { n++; return true })
 	if n != 33 || b.Used() != 990 {
 		t.Fatalf("%d takes of 30 succeeded in a budget of 1000 (used %d), want 33", n, b.Used())
-	}
-}
-
-func TestReader(t *testing.T) {
-	b := New(10)
-	r := &Reader{R: strings.NewReader("0123456789abc"), B: b}
-	got, err := io.ReadAll(io.LimitReader(r, 8))
-	if err != nil || string(got) != "01234567" || r.Taken != 8 || b.Used() != 8 {
-		t.Fatalf("read %q, %v: taken %d, used %d", got, err, r.Taken, b.Used())
-	}
-	_, err = io.ReadAll(r)
-	if !errors.Is(err, ErrExhausted) || b.Used() > 10 {
-		t.Fatalf("past the budget: %v, used %d", err, b.Used())
-	}
-	b.Release(r.Taken)
-	if b.Used() != 0 {
-		t.Fatalf("after releasing what it took: used %d", b.Used())
 	}
 }
 

@@ -421,7 +421,10 @@ func (e *Engine[R]) epoch() *failure {
 		if e.cfg.OnFail != nil {
 			e.cfg.OnFail(err, len(fl.b.Records), e.attempts+1)
 		}
-		n := e.landed(err, len(fl.b.Records))
+		n := 0 // leading records that landed before the batch failed
+		if e.cfg.Landed != nil {
+			n = min(max(e.cfg.Landed(err), 0), len(fl.b.Records))
+		}
 		if n > 0 && !e.settle(fl.b, 0, n, nil) {
 			return nil
 		}
@@ -438,15 +441,6 @@ func (e *Engine[R]) epoch() *failure {
 		return &failure{err: srcErr, stuck: true}
 	}
 	return nil
-}
-
-// landed is how many leading records of a batch of n landed before it
-// failed with err.
-func (e *Engine[R]) landed(err error, n int) int {
-	if e.cfg.Landed == nil {
-		return 0
-	}
-	return min(max(e.cfg.Landed(err), 0), n)
 }
 
 // send takes batches from the source, sends them, and hands them to the
@@ -629,6 +623,18 @@ func (e *Engine[R]) Stop(ctx context.Context) error {
 		err = ErrLeftBehind
 	})
 	return err
+}
+
+// Drain lets the engine go on sending until Run returns (nil) or ctx
+// ends, and then stops it as Stop(ctx) does: what is in flight is
+// abandoned.
+func (e *Engine[R]) Drain(ctx context.Context) error {
+	select {
+	case <-e.done:
+		return nil
+	case <-ctx.Done():
+		return e.Stop(ctx)
+	}
 }
 
 // Done is closed once Run returned.

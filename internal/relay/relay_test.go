@@ -745,6 +745,44 @@ func TestStopLetsInFlightLand(t *testing.T) {
 	}
 }
 
+// TestDrain: Drain lets the engine send everything the source yields
+// (unlike Stop, which sends nothing more), and at its ctx's end abandons
+// what is in flight.
+func TestDrain(t *testing.T) {
+	src := newSource(t, 100, 5)
+	snk := newSink(t, src)
+	e := relay.New[int](src, snk, config(snk))
+	ran := make(chan error, 1)
+	go func() { ran <- e.Run() }()
+	if err := e.Drain(context.Background()); err != nil {
+		t.Errorf("Drain returned %v", err)
+	}
+	if err := <-ran; err != nil {
+		t.Errorf("Run returned %v", err)
+	}
+	if got := src.firstUnsettled(); got != 100 {
+		t.Errorf("settled up to %d of 100", got)
+	}
+
+	src = newSource(t, 100, 5)
+	blk := &blockingSink{sent: make(chan struct{}, 1), deaf: make(chan struct{}), ctxs: true}
+	defer close(blk.deaf)
+	e = relay.New[int](src, blk, relay.Config[int]{Windows: 2, StopGrace: time.Minute})
+	go func() { ran <- e.Run() }()
+	<-blk.sent
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := e.Drain(ctx); err != relay.ErrAbandoned {
+		t.Errorf("Drain with nothing answered returned %v, want %v", err, relay.ErrAbandoned)
+	}
+	if err := <-ran; err != nil {
+		t.Errorf("Run returned %v", err)
+	}
+	if got := src.firstUnsettled(); got != 0 {
+		t.Errorf("settled up to %d with nothing answered", got)
+	}
+}
+
 // TestStalled: the oldest batch unanswered for StallAfter reports
 // StateStalled, and Oldest its Time.
 func TestStalled(t *testing.T) {

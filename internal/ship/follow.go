@@ -148,22 +148,14 @@ func (fl *follower) run(ctx context.Context, start filePos, enc *lineEncoder, ou
 	for {
 		chunk, err := fl.br.ReadSlice('\n')
 		fl.off += int64(len(chunk))
-		switch {
-		case err == nil:
-			if !fl.sp.add(chunk, true, emit) {
-				return nil
-			}
-			continue
-		case errors.Is(err, bufio.ErrBufferFull):
-			if !fl.sp.add(chunk, false, emit) {
-				return nil
-			}
-			continue
-		case !errors.Is(err, io.EOF):
+		if err != nil && !errors.Is(err, bufio.ErrBufferFull) && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("reading %s: %w", fl.path, err)
 		}
-		if !fl.sp.add(chunk, false, emit) {
+		if !fl.sp.add(chunk, err == nil, emit) {
 			return nil
+		}
+		if !errors.Is(err, io.EOF) {
+			continue
 		}
 		// At the end: rotated, truncated, or nothing new yet?
 		fi, serr := os.Stat(fl.path)

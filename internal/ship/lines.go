@@ -24,20 +24,14 @@ func readLines(ctx context.Context, r io.Reader, enc *lineEncoder, out chan<- re
 	}
 	for {
 		chunk, err := br.ReadSlice('\n')
-		switch {
-		case err == nil:
-			if !sp.add(chunk, true, emit) {
-				return nil
-			}
-			continue
-		case errors.Is(err, bufio.ErrBufferFull):
-			if !sp.add(chunk, false, emit) {
-				return nil
-			}
+		if !sp.add(chunk, err == nil, emit) {
+			return nil
+		}
+		if err == nil || errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		// The end, or a failure: a last line without a newline is a line.
-		if !sp.add(chunk, false, emit) || !sp.flush(emit) || errors.Is(err, io.EOF) {
+		if !sp.flush(emit) || errors.Is(err, io.EOF) {
 			return nil
 		}
 		return err

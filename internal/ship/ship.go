@@ -205,15 +205,9 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, log *slog.Logger) err
 			// once read says io.EOF, and is stopped at the deadline.
 			stopReading()
 			close(src.stop)
-			t := time.NewTimer(cfg.StopTimeout)
-			defer t.Stop()
-			select {
-			case <-eng.Done():
-			case <-t.C:
-				expired, cancel := context.WithCancel(context.Background())
-				cancel()
-				eng.Stop(expired)
-			}
+			dctx, cancel := context.WithTimeout(context.Background(), cfg.StopTimeout)
+			defer cancel()
+			eng.Drain(dctx)
 		case <-eng.Done():
 		}
 	}()
@@ -255,55 +249,41 @@ type source struct {
 // it was gathered: the engine keeps it.
 func (s *source) read(ctx context.Context) (relay.Batch[[]byte], error) {
 	var (
-		events [][]byte
-		last   filePos
-		wait   <-chan time.Time
+		events  [][]byte
+		last    filePos
+		wait    <-chan time.Time
+		stopped bool // after an interrupt: what was read, without waiting
 	)
-	take := func(l record, ok bool) bool {
-		if ok {
-			events, last = append(events, l.event), l.pos
-		}
-		return ok
-	}
 gather:
 	for len(events) < s.batchSize {
+		var l record
+		var ok bool
 		select {
-		case l, ok := <-s.lines:
-			if !take(l, ok) {
+		case l, ok = <-s.lines:
+		default:
+			if stopped || len(events) > 0 && s.linger == 0 {
 				break gather
 			}
-			continue
-		default:
+			if len(events) > 0 && wait == nil {
+				t := time.NewTimer(s.linger)
+				defer t.Stop()
+				wait = t.C
+			}
+			select {
+			case l, ok = <-s.lines:
+			case <-s.stop:
+				stopped = true
+				continue
+			case <-wait:
+				break gather
+			case <-ctx.Done():
+				break gather
+			}
 		}
-		if len(events) > 0 && s.linger == 0 {
+		if !ok {
 			break
 		}
-		if len(events) > 0 && wait == nil {
-			t := time.NewTimer(s.linger)
-			defer t.Stop()
-			wait = t.C
-		}
-		select {
-		case l, ok := <-s.lines:
-			if !take(l, ok) {
-				break gather
-			}
-		case <-s.stop: // what was read before the interrupt, without waiting
-			for len(events) < s.batchSize {
-				select {
-				case l, ok := <-s.lines:
-					if !take(l, ok) {
-						break gather
-					}
-				default:
-					break gather
-				}
-			}
-		case <-wait:
-			break gather
-		case <-ctx.Done():
-			break gather
-		}
+		events, last = append(events, l.event), l.pos
 	}
 	s.taken.Add(int64(len(events)))
 	if len(events) == 0 {

@@ -25,15 +25,11 @@ type Producer interface {
 	Produce(recs []event.Record) (Delivery, error)
 }
 
-// Delivery is the pending acknowledgement of one Produce call.
-type Delivery interface {
-	// Wait blocks until Kafka acknowledged every record (nil), one failed,
-	// or ctx is done (it must then return). Once it returned nil, the
-	// producer holds neither the slice given to Produce nor any of the
-	// records' bytes or headers: the forwarder reads the next records into
-	// them.
-	Wait(ctx context.Context) error
-}
+// Delivery is the pending acknowledgement of one Produce call. Once Wait
+// returned nil, the producer holds neither the slice given to Produce nor
+// any of the records' bytes or headers: the forwarder reads the next
+// records into them.
+type Delivery = relay.Pending
 
 // Forwarder states.
 const (
