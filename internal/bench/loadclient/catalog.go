@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -141,9 +139,7 @@ func NewCatalog(cfg CatalogConfig) (*Catalog, error) {
 		return nil, err
 	}
 	if cfg.Run == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		cfg.Run = "bench-" + hex.EncodeToString(b[:])
+		cfg.Run = runName()
 	}
 	c := &Catalog{cfg: cfg, closed: make(chan struct{}), first: make(chan struct{})}
 	if !cfg.Miss {

@@ -136,10 +136,7 @@ func benchCatalogOne(ctx context.Context, cfg CatalogBenchConfig, tc CatalogConf
 	r := cfg.Run
 	mode := fmt.Sprintf("closed loop, %d concurrent", r.Workers)
 	if r.Open() {
-		mode = fmt.Sprintf("open loop at %g lookups/s, %d in flight at most", r.Rate, r.Workers)
-		if r.StartRate > 0 {
-			mode = fmt.Sprintf("open loop from %g to %g lookups/s, %d in flight at most", r.StartRate, r.Rate, r.Workers)
-		}
+		mode = openMode(r, "lookups/s", "in flight")
 	}
 	fmt.Fprintf(progress, "inlet bench: %s, %s, for %v after %v warmup\n", target, mode, r.Duration, r.Warmup)
 	rep, err := live(progress, r, func(r bench.Config) (*report.Report, error) { return bench.Run(ctx, r, target.Do) })

@@ -2,6 +2,8 @@ package loadclient
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -103,10 +105,7 @@ func BenchHTTP(ctx context.Context, cfg HTTPBenchConfig, progress io.Writer) (*r
 	r := cfg.Run
 	mode := fmt.Sprintf("closed loop, %d concurrent", r.Workers)
 	if r.Open() {
-		mode = fmt.Sprintf("open loop at %g req/s, %d connections at most", r.Rate, r.Workers)
-		if r.StartRate > 0 {
-			mode = fmt.Sprintf("open loop from %g to %g req/s, %d connections at most", r.StartRate, r.Rate, r.Workers)
-		}
+		mode = openMode(r, "req/s", "connections")
 	}
 	fmt.Fprintf(progress, "inlet bench: %s, %s, for %v after %v warmup\n", target, mode, r.Duration, r.Warmup)
 	rep, err := live(progress, r, func(r bench.Config) (*report.Report, error) {
@@ -192,4 +191,22 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// openMode says how an open loop of r paces its target (a fixed rate or a
+// ramp, in unit) and what bounds it (at most r.Workers of bound).
+func openMode(r bench.Config, unit, bound string) string {
+	rate := fmt.Sprintf("at %g", r.Rate)
+	if r.StartRate > 0 {
+		rate = fmt.Sprintf("from %g to %g", r.StartRate, r.Rate)
+	}
+	return fmt.Sprintf("open loop %s %s, %d %s at most", rate, unit, r.Workers, bound)
+}
+
+// runName names a run that was given no name: its events' ids start with
+// it, so that runs sharing a topic are told apart.
+func runName() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return "bench-" + hex.EncodeToString(b[:])
 }

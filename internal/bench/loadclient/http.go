@@ -9,9 +9,7 @@ package loadclient
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -132,9 +130,7 @@ func NewHTTP(cfg HTTPConfig) (*HTTP, error) {
 		return nil, err
 	}
 	if cfg.Run == "" {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		cfg.Run = "bench-" + hex.EncodeToString(b[:])
+		cfg.Run = runName()
 	}
 	header := cfg.Header.Clone()
 	if header == nil {

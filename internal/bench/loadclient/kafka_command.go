@@ -77,7 +77,7 @@ func BenchKafka(ctx context.Context, cfg KafkaBenchConfig, progress io.Writer) (
 	r := cfg.Run
 	mode := fmt.Sprintf("closed loop, %d records in flight", r.Workers)
 	if r.Open() {
-		mode = fmt.Sprintf("open loop at %g records/s, %d in flight at most", r.Rate, r.Workers)
+		mode = openMode(r, "records/s", "in flight")
 	}
 	length := fmt.Sprintf("for %v", r.Duration)
 	if cfg.Records > 0 {
