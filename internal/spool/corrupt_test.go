@@ -49,6 +49,20 @@ func loggedLost(logs *testkit.LogBuffer) int {
 	return n
 }
 
+// flipFrame damages the i-th frame of the segment at path: one bit of its
+// payload, so that its checksum no longer matches.
+func flipFrame(tb testing.TB, path string, i int) {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b[frameIndex(tb, b)[i]+20] ^= 0x40
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // frameIndex returns the offset of each frame of a segment's bytes, and
 // its end.
 func frameIndex(tb testing.TB, data []byte) []int {

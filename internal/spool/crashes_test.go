@@ -402,15 +402,7 @@ func TestDescriptorFloodWhileSkippingDamage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(cfg.Dir, segName(1))
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[frameIndex(t, b)[2]+20] ^= 0x40 // r002
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	flipFrame(t, filepath.Join(cfg.Dir, segName(1)), 2) // r002
 	// The segment is opened once by each of the 3 tries (an epoch each,
 	// the first reading r000 and r001 before the damage), then to skip
 	// the damage: from then on, no descriptor.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -581,15 +580,7 @@ func TestForwarderGivesUpUnreadableOnceBehindAFailedWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	path := filepath.Join(cfg.Dir, segName(1))
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[frameIndex(t, b)[2]+20] ^= 0x40 // r002
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	flipFrame(t, filepath.Join(cfg.Dir, segName(1)), 2) // r002
 	k := newFakeKafka()
 	release := make(chan struct{})
 	k.wait = func(ctx context.Context, call int) error {

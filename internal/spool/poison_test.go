@@ -77,16 +77,7 @@ func TestForwarderGivesUpWhatItCannotRead(t *testing.T) {
 		damage func(tb testing.TB, dir string) []int // returns the records hit
 	}{
 		{"a frame flipped inside a window", func(tb testing.TB, dir string) []int {
-			path := filepath.Join(dir, segName(1))
-			b, err := os.ReadFile(path)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			idx := frameIndex(tb, b)
-			b[idx[2]+20] ^= 0x40 // r002
-			if err := os.WriteFile(path, b, 0o644); err != nil {
-				tb.Fatal(err)
-			}
+			flipFrame(tb, filepath.Join(dir, segName(1)), 2) // r002
 			return []int{2}
 		}},
 		{"a segment gone", func(tb testing.TB, dir string) []int {
