@@ -323,6 +323,7 @@ func (g *Gateway) startReadiness() {
 	done := make(chan struct{})
 	go func() { defer close(done); g.kafka.run(ctx, g) }()
 	g.lc.started("readiness check", 0, func(context.Context) error { cancel(); <-done; return nil })
+	g.reg.MustRegister(g.readyMetric())
 }
 
 // Addr is the address the HTTP server listens on (--listen): plain HTTP,

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/inlet-dev/inlet/internal/kafka"
@@ -238,6 +239,20 @@ func (g *Gateway) Ready() Readiness {
 		rd.Ready = true
 	}
 	return rd
+}
+
+// readyMetric is inlet_ready: what /readyz answers, as a gauge, so that
+// an alert sees an instance that stays unready (the reason is in /readyz).
+func (g *Gateway) readyMetric() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "inlet_ready",
+		Help: "1 while /readyz answers 200 (the gateway takes events), 0 while it answers 503; /readyz says why.",
+	}, func() float64 {
+		if g.Ready().Ready {
+			return 1
+		}
+		return 0
+	})
 }
 
 func (g *Gateway) serveReady(w http.ResponseWriter, _ *http.Request) {

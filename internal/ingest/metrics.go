@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -26,6 +28,10 @@ type Metrics struct {
 	// mode (warn: let through; block, or blocked_event: rejected).
 	CatalogViolations *prometheus.CounterVec
 
+	// lastAck is when an ingest request was last answered 2xx (its events
+	// acknowledged), in Unix nanoseconds; 0 before the first.
+	lastAck atomic.Int64
+
 	// rejectedBy are EventsRejected's counters of the known reasons,
 	// looked up once.
 	rejectedBy map[event.Reason]prometheus.Counter
@@ -47,6 +53,22 @@ func (m *Metrics) violation(t catalog.ViolationType, mode catalog.Mode) promethe
 	}
 	c, _ := m.violations.LoadOrStore(k, m.CatalogViolations.WithLabelValues(string(t), string(mode)))
 	return c.(prometheus.Counter)
+}
+
+// sinkErrorKinds are the kinds of SinkErrors (Server.write).
+var sinkErrorKinds = []string{"full", "timeout", "error", "client_gone", "too_large", "rejected"}
+
+// acked records that an ingest request was answered 2xx at t.
+func (m *Metrics) acked(t time.Time) { m.lastAck.Store(t.UnixNano()) }
+
+// lastAckSeconds is when an ingest request was last answered 2xx, in Unix
+// seconds; 0 before the first.
+func (m *Metrics) lastAckSeconds() float64 {
+	ns := m.lastAck.Load()
+	if ns == 0 {
+		return 0
+	}
+	return float64(ns) / 1e9
 }
 
 // rejected is EventsRejected's counter of reason.
@@ -79,7 +101,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"reason"}),
 		SinkErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inlet_sink_errors_total",
-			Help: "Requests answered 503 because the sink failed, by kind (full, timeout, error).",
+			Help: "Requests the sink failed, by kind: full, timeout, error, client_gone (503); too_large (413); rejected (422).",
 		}, []string{"kind"}),
 		AuthRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "inlet_auth_rejected_total",
@@ -100,10 +122,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		event.ReasonPlanViolation, event.ReasonForbiddenGroup} {
 		m.rejectedBy[r] = m.EventsRejected.WithLabelValues(string(r)) // and export zeros
 	}
+	for _, kind := range sinkErrorKinds {
+		m.SinkErrors.WithLabelValues(kind) // export zeros: rate() sees the first failure
+	}
 	m.CatalogUnresolved.WithLabelValues("unavailable")
 	if reg != nil {
 		reg.MustRegister(m.Requests, m.Duration, m.EventsAccepted, m.EventsRejected, m.SinkErrors,
-			m.AuthRejected, m.CatalogUnresolved, m.CatalogViolations)
+			m.AuthRejected, m.CatalogUnresolved, m.CatalogViolations,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "inlet_last_ack_timestamp_seconds",
+				Help: "Unix time of the last ingest request answered 2xx (its events acknowledged); 0 before the first.",
+			}, m.lastAckSeconds))
 	}
 	return m
 }

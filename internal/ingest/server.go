@@ -125,6 +125,7 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // concurrent use.
 type routeMetrics struct {
 	name     string
+	m        *Metrics
 	requests *prometheus.CounterVec
 	duration prometheus.Observer
 	// codes maps a status (int) to its prometheus.Counter. It holds at most
@@ -133,17 +134,22 @@ type routeMetrics struct {
 }
 
 func newRouteMetrics(m *Metrics, name string) *routeMetrics {
-	return &routeMetrics{name: name, requests: m.Requests, duration: m.Duration.WithLabelValues(name)}
+	return &routeMetrics{name: name, m: m, requests: m.Requests, duration: m.Duration.WithLabelValues(name)}
 }
 
-// observe counts one answer with status code that took d.
-func (m *routeMetrics) observe(code int, d time.Duration) {
+// observe counts one answer with status code, started at start and
+// finished at end; a 2xx answer to a request that sends events (not a
+// preflight, not HEAD) is an acknowledgement (inlet_last_ack_timestamp_seconds).
+func (m *routeMetrics) observe(method string, code int, start, end time.Time) {
 	c, ok := m.codes.Load(code)
 	if !ok {
 		c, _ = m.codes.LoadOrStore(code, m.requests.WithLabelValues(m.name, strconv.Itoa(code)))
 	}
 	c.(prometheus.Counter).Inc()
-	m.duration.Observe(d.Seconds())
+	m.duration.Observe(end.Sub(start).Seconds())
+	if code >= 200 && code < 300 && method != http.MethodOptions && method != http.MethodHead {
+		m.m.acked(end)
+	}
 }
 
 // route wraps a handler with method checks, CORS and metrics.
@@ -158,7 +164,7 @@ func (s *Server) route(name string, methods []string, h http.HandlerFunc) http.H
 			if code == 0 {
 				code = http.StatusOK
 			}
-			rm.observe(code, time.Since(start))
+			rm.observe(r.Method, code, start, time.Now())
 		}()
 		if r.Method == http.MethodOptions {
 			s.preflight(w, r, allow)

@@ -585,6 +585,61 @@ func TestRequestMetrics(t *testing.T) {
 	}
 }
 
+// TestLastAck: inlet_last_ack_timestamp_seconds is 0 until an ingest
+// request is answered 2xx, and moves only on answers that acknowledge
+// events: not on a refusal, a failed sink, a preflight or a HEAD of the
+// pixel. Every kind of sink error is exported from the start (zeros), so
+// that rate() sees the first failure.
+func TestLastAck(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	s, sink, _ := newServer(t, nil)
+	s.metrics = NewMetrics(reg)
+	mux := http.NewServeMux()
+	s.Register(mux)
+	h := &harness{s: s, sink: sink, srv: serve(t, mux, nil)}
+	gauge := func() float64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "inlet_last_ack_timestamp_seconds" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatal("no inlet_last_ack_timestamp_seconds")
+		return 0
+	}
+	if n := testutil.CollectAndCount(s.metrics.SinkErrors); n != len(sinkErrorKinds) {
+		t.Errorf("%d inlet_sink_errors_total series before any failure, want %d (zeros)", n, len(sinkErrorKinds))
+	}
+	if got := gauge(); got != 0 {
+		t.Errorf("before any request: %v, want 0", got)
+	}
+	sink.setFail(failGeneric)
+	for _, rq := range [][3]string{{"POST", "/v1/batch", `[{"event":"a"}]`}, {"POST", "/v1/batch", `[`}, {"OPTIONS", "/v1/track", ""}, {"HEAD", "/i?e=a", ""}} {
+		var body []byte
+		if rq[2] != "" {
+			body = []byte(rq[2])
+		}
+		r := h.do(t, rq[0], rq[1], body)
+		if got := gauge(); got != 0 {
+			t.Errorf("after %s %s answered %d: %v, want 0 (no acknowledgement)", rq[0], rq[1], r.status, got)
+		}
+	}
+	sink.setFail(nil)
+	before := time.Now()
+	if r := h.do(t, "POST", "/v1/batch", []byte(`[{"event":"a"}]`)); r.status != 200 {
+		t.Fatalf("batch: %s", r)
+	}
+	after := time.Now()
+	if got := gauge(); got < float64(before.UnixNano())/1e9 || got > float64(after.UnixNano())/1e9 {
+		t.Errorf("after a 200: %v, want between %v and %v", got, float64(before.UnixNano())/1e9, float64(after.UnixNano())/1e9)
+	}
+}
+
 // TestRecordsOwnedBySink: records handed to the sink alias nothing of the
 // pooled request buffer, so a sink that keeps them without copying (ack=none)
 // sees them unchanged after the buffer is scribbled over and reused by the
