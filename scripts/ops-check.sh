@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Checks what operators run inlet with (docs/operating.md):
+#   - the Prometheus rules: promtool check rules, promtool test rules;
+#   - the Grafana dashboard: valid JSON, no data-source UID written in, and
+#     every panel's PromQL parsed by promtool (as recording rules);
+#   - every alert's runbook link has its section in docs/operating.md;
+#   - a live gateway's /metrics: promtool check metrics (and /readyz), through
+#     docs/operating.md's runnable blocks, run as written.
+# That every metric the rules and the dashboard read exists is
+# TestOpsMetricsExist (internal/gateway), in go test.
+#
+# promtool comes from Debian's prometheus package, installed when missing
+# (without recommends, and without starting the Prometheus server it
+# carries). About 20 s with promtool installed and the build cached.
+#
+# Usage: scripts/ops-check.sh
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+log() { printf 'ops-check.sh: %s\n' "$*" >&2; }
+die() {
+	printf 'ops-check.sh: error: %s\n' "$*" >&2
+	exit 1
+}
+
+if ! command -v promtool >/dev/null 2>&1; then
+	[ "$(id -u)" -eq 0 ] || die "promtool not found; install Debian's prometheus package (apt-get install prometheus) or run as root"
+	command -v apt-get >/dev/null 2>&1 || die "promtool not found, and no apt-get to install it"
+	log "apt-get install prometheus (for promtool)"
+	# The package's postinst starts the server through invoke-rc.d (or
+	# deb-systemd-invoke), which obeys policy-rc.d: 101 forbids it.
+	policy=/usr/sbin/policy-rc.d
+	made_policy=0
+	if [ ! -e "$policy" ]; then
+		printf '#!/bin/sh\nexit 101\n' >"$policy"
+		chmod 755 "$policy"
+		made_policy=1
+	fi
+	rc=0
+	apt-get update -qq </dev/null >&2 || rc=$?
+	[ "$rc" -ne 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus </dev/null >&2 || rc=$?
+	[ "$made_policy" -eq 0 ] || rm -f "$policy"
+	[ "$rc" -eq 0 ] || die "apt-get install prometheus failed"
+	# Enabled at boot by the package: this machine only needs promtool.
+	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+		systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+	fi
+fi
+log "$(promtool --version 2>&1 | head -1)"
+
+rules=deploy/prometheus/inlet.rules.yml
+dash=deploy/grafana/inlet.json
+page=docs/operating.md
+
+log "promtool check rules, promtool test rules"
+promtool check rules "$rules" >&2
+(cd deploy/prometheus && promtool test rules inlet.rules.test.yml) >&2
+
+log "the dashboard: JSON, data sources, PromQL"
+work="$(mktemp -d)"
+pid=
+cleanup() {
+	if [ -n "$pid" ]; then
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+# Each expr becomes a recording rule, so that promtool parses it; Grafana's
+# variables get values PromQL takes.
+python3 - "$dash" >"$work/dashboard.rules.yml" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("uid", "title", "schemaVersion", "panels", "templating"):
+    assert k in d, "dashboard: no " + k
+names = {v["name"]: v["type"] for v in d["templating"]["list"]}
+assert names.get("datasource") == "datasource" and "instance" in names, "dashboard: needs the datasource and instance variables: %s" % names
+exprs = []
+def walk(v, where):
+    if isinstance(v, dict):
+        ds = v.get("datasource")
+        if isinstance(ds, dict):
+            assert ds.get("uid") == "${datasource}", "%s: data source %s, want the ${datasource} variable" % (where, ds)
+        if isinstance(v.get("expr"), str):
+            exprs.append((where, v["expr"]))
+        for k, e in v.items():
+            walk(e, where + "/" + str(v.get("title", k)))
+    elif isinstance(v, list):
+        for e in v:
+            walk(e, where)
+walk(d["panels"], "panels")
+assert len(exprs) > 20, "dashboard: only %d queries" % len(exprs)
+print("groups:\n  - name: dashboard\n    rules:")
+for i, (where, e) in enumerate(exprs):
+    e = e.replace("$__rate_interval", "1m").replace("$instance", ".*")
+    print("      - record: dashboard:expr_%d:check\n        expr: %s" % (i, json.dumps(e)))
+EOF
+promtool check rules "$work/dashboard.rules.yml" >&2
+
+log "runbook links and $page's sections"
+missing=0
+while read -r anchor; do
+	if ! grep -qix "### ${anchor}" "$page"; then
+		log "$rules: runbook #$anchor has no section '### ...' in $page"
+		missing=1
+	fi
+done < <(grep -o 'docs/operating.md#[a-z0-9-]*' "$rules" | cut -d'#' -f2 | sort -u)
+[ "$missing" -eq 0 ] || die "runbook links without a section"
+
+log "a live gateway: $page's runnable blocks (/readyz, promtool check metrics)"
+mkdir -p .cache
+go build -o .cache/ops-inlet ./cmd/inlet
+./.cache/ops-inlet clients add --file "$work/clients.json" shop >/dev/null 2>&1
+./.cache/ops-inlet serve --listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$work/data" \
+	--rpc-services echo --clients "$work/clients.json" >"$work/serve.log" 2>&1 &
+pid=$!
+addr=
+for _ in $(seq 300); do
+	addr="$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$work/serve.log" | head -1)"
+	[ -n "$addr" ] && curl -fs -o /dev/null "http://$addr/readyz" && break
+	kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inlet serve exited"; }
+	sleep 0.1
+done
+curl -fs -o /dev/null "http://$addr/readyz" || { cat "$work/serve.log" >&2; die "inlet serve not ready after 30 s"; }
+curl -fs -o /dev/null -H 'Content-Type: application/json' -d '[{"event":"ops_check"}]' "http://$addr/v1/batch"
+INLET="http://$addr" bash -euo pipefail <(scripts/doc-commands.sh "$page") >"$work/doc.out" || {
+	cat "$work/doc.out" >&2
+	die "$page: a runnable block failed"
+}
+grep -q '"ready":true' "$work/doc.out" || { cat "$work/doc.out" >&2; die "$page: /readyz did not say ready"; }
+log "ok"
