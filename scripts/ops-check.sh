@@ -5,13 +5,17 @@
 #     every panel's PromQL parsed by promtool (as recording rules);
 #   - every alert's runbook link has its section in docs/operating.md;
 #   - a live gateway's /metrics: promtool check metrics (and /readyz), through
-#     docs/operating.md's runnable blocks, run as written.
+#     docs/operating.md's runnable blocks, run as written;
+#   - Debian's Prometheus server scraping that gateway every second with the
+#     rules loaded: every rule evaluates without error, no alert fires on
+#     the healthy gateway, every dashboard query answers without error
+#     (scripts/ops-check.py).
 # That every metric the rules and the dashboard read exists is
 # TestOpsMetricsExist (internal/gateway), in go test.
 #
 # promtool comes from Debian's prometheus package, installed when missing
 # (without recommends, and without starting the Prometheus server it
-# carries). About 20 s with promtool installed and the build cached.
+# carries). About 20 s with the package installed and the build cached.
 #
 # Usage: scripts/ops-check.sh
 set -euo pipefail
@@ -60,43 +64,17 @@ promtool check rules "$rules" >&2
 log "the dashboard: JSON, data sources, PromQL"
 work="$(mktemp -d)"
 pid=
+prom=
 cleanup() {
-	if [ -n "$pid" ]; then
-		kill "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	fi
+	for p in $prom $pid; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
 	rm -rf "$work"
 }
 trap cleanup EXIT
-# Each expr becomes a recording rule, so that promtool parses it; Grafana's
-# variables get values PromQL takes.
-python3 - "$dash" >"$work/dashboard.rules.yml" <<'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-for k in ("uid", "title", "schemaVersion", "panels", "templating"):
-    assert k in d, "dashboard: no " + k
-names = {v["name"]: v["type"] for v in d["templating"]["list"]}
-assert names.get("datasource") == "datasource" and "instance" in names, "dashboard: needs the datasource and instance variables: %s" % names
-exprs = []
-def walk(v, where):
-    if isinstance(v, dict):
-        ds = v.get("datasource")
-        if isinstance(ds, dict):
-            assert ds.get("uid") == "${datasource}", "%s: data source %s, want the ${datasource} variable" % (where, ds)
-        if isinstance(v.get("expr"), str):
-            exprs.append((where, v["expr"]))
-        for k, e in v.items():
-            walk(e, where + "/" + str(v.get("title", k)))
-    elif isinstance(v, list):
-        for e in v:
-            walk(e, where)
-walk(d["panels"], "panels")
-assert len(exprs) > 20, "dashboard: only %d queries" % len(exprs)
-print("groups:\n  - name: dashboard\n    rules:")
-for i, (where, e) in enumerate(exprs):
-    e = e.replace("$__rate_interval", "1m").replace("$instance", ".*")
-    print("      - record: dashboard:expr_%d:check\n        expr: %s" % (i, json.dumps(e)))
-EOF
+# Each query becomes a recording rule, so that promtool parses it.
+python3 scripts/ops-check.py dashboard-rules "$dash" >"$work/dashboard.rules.yml"
 promtool check rules "$work/dashboard.rules.yml" >&2
 
 log "runbook links and $page's sections"
@@ -130,4 +108,22 @@ INLET="http://$addr" bash -euo pipefail <(scripts/doc-commands.sh "$page") >"$wo
 	die "$page: a runnable block failed"
 }
 grep -q '"ready":true' "$work/doc.out" || { cat "$work/doc.out" >&2; die "$page: /readyz did not say ready"; }
+
+log "Prometheus scraping the gateway with the rules loaded"
+command -v prometheus >/dev/null 2>&1 || die "prometheus (the server) not found: Debian's prometheus package carries it"
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+cat >"$work/prometheus.yml" <<EOF
+global: {scrape_interval: 1s, evaluation_interval: 1s}
+rule_files: ["$REPO/$rules"]
+scrape_configs:
+  - job_name: inlet
+    static_configs: [{targets: ["$addr"]}]
+EOF
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+	--web.listen-address="127.0.0.1:$port" >"$work/prometheus.log" 2>&1 &
+prom=$!
+python3 scripts/ops-check.py prometheus "http://127.0.0.1:$port" "http://$addr" "$dash" || {
+	tail -20 "$work/prometheus.log" >&2
+	die "Prometheus: see above"
+}
 log "ok"
