@@ -13,9 +13,10 @@
 # That every metric the rules and the dashboard read exists is
 # TestOpsMetricsExist (internal/gateway), in go test.
 #
-# promtool comes from Debian's prometheus package, installed when missing
-# (without recommends, and without starting the Prometheus server it
-# carries). About 20 s with the package installed and the build cached.
+# promtool and the server come from Debian's prometheus package (2.42 on
+# Debian 12), installed when missing: without recommends, and kept from
+# starting the server as a service. About 20 s with the package installed
+# and the build cached, 20 s more to install it.
 #
 # Usage: scripts/ops-check.sh
 set -euo pipefail
@@ -28,12 +29,16 @@ die() {
 	exit 1
 }
 
-if ! command -v promtool >/dev/null 2>&1; then
-	[ "$(id -u)" -eq 0 ] || die "promtool not found; install Debian's prometheus package (apt-get install prometheus) or run as root"
-	command -v apt-get >/dev/null 2>&1 || die "promtool not found, and no apt-get to install it"
-	log "apt-get install prometheus (for promtool)"
-	# The package's postinst starts the server through invoke-rc.d (or
-	# deb-systemd-invoke), which obeys policy-rc.d: 101 forbids it.
+need=()
+command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+if [ ${#need[@]} -gt 0 ]; then
+	[ "$(id -u)" -eq 0 ] || die "need Debian's ${need[*]} (apt-get install ${need[*]}), or run as root to have them installed"
+	command -v apt-get >/dev/null 2>&1 || die "need ${need[*]}, and there is no apt-get to install them"
+	log "apt-get install ${need[*]}"
+	# The prometheus package's postinst starts the server through
+	# invoke-rc.d (or deb-systemd-invoke), which obey policy-rc.d: 101
+	# forbids it.
 	policy=/usr/sbin/policy-rc.d
 	made_policy=0
 	if [ ! -e "$policy" ]; then
@@ -43,10 +48,11 @@ if ! command -v promtool >/dev/null 2>&1; then
 	fi
 	rc=0
 	apt-get update -qq </dev/null >&2 || rc=$?
-	[ "$rc" -ne 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus </dev/null >&2 || rc=$?
+	[ "$rc" -ne 0 ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" </dev/null >&2 || rc=$?
 	[ "$made_policy" -eq 0 ] || rm -f "$policy"
-	[ "$rc" -eq 0 ] || die "apt-get install prometheus failed"
-	# Enabled at boot by the package: this machine only needs promtool.
+	[ "$rc" -eq 0 ] || die "apt-get install ${need[*]} failed"
+	# The package enables the server at boot: this machine only needs it
+	# for the check below, which starts its own.
 	if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
 		systemctl disable --now prometheus.service >/dev/null 2>&1 || true
 	fi
@@ -110,7 +116,6 @@ INLET="http://$addr" bash -euo pipefail <(scripts/doc-commands.sh "$page") >"$wo
 grep -q '"ready":true' "$work/doc.out" || { cat "$work/doc.out" >&2; die "$page: /readyz did not say ready"; }
 
 log "Prometheus scraping the gateway with the rules loaded"
-command -v prometheus >/dev/null 2>&1 || die "prometheus (the server) not found: Debian's prometheus package carries it"
 port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 cat >"$work/prometheus.yml" <<EOF
 global: {scrape_interval: 1s, evaluation_interval: 1s}
