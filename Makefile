@@ -1,13 +1,25 @@
 # inlet — make targets. `make test` is what CI runs (.ci/run).
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/inlet-dev/inlet/internal/app.Version=$(VERSION)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X github.com/inlet-dev/inlet/internal/app.Version=$(VERSION) -X github.com/inlet-dev/inlet/internal/app.Commit=$(COMMIT)
 
-.PHONY: build generate run test test-cluster test-short fuzz bench bench-go services-start services-stop clean
+PODMAN  ?= podman
+
+.PHONY: build image image-run generate run test test-cluster test-short fuzz bench bench-go services-start services-stop clean
 
 ## build: a static binary ./inlet (no cgo)
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o inlet ./cmd/inlet
+
+## image: the OCI image inlet:$(VERSION) and inlet:latest (FROM scratch: ./inlet, CA certificates, /var/lib/inlet), with podman (PODMAN=docker works too)
+image: build
+	PODMAN='$(PODMAN)' VERSION='$(VERSION)' COMMIT='$(COMMIT)' scripts/image.sh build
+
+## image-run: podman run the image with the options this VM needs (runc, explicit ulimits, host network) and a volume inlet-data; ARGS='serve --brokers HOST:9092'
+ARGS ?= serve
+image-run:
+	PODMAN='$(PODMAN)' scripts/image.sh run --rm -v inlet-data:/var/lib/inlet inlet:latest $(ARGS)
 
 ## generate: regenerate the committed gRPC and Thrift code in api/gen (needs protoc, protoc-gen-go, protoc-gen-go-grpc, thrift)
 generate:
