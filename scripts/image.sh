@@ -10,7 +10,7 @@
 # docker works too), PODMAN_RUN (the run options, default below).
 #
 # The build context is a temporary directory holding only what goes in the
-# image: the binary, Debian's CA bundle and an empty data/ directory.
+# image: rootfs/ (the binary, Debian's CA bundle, /var/lib) and an empty data/.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -48,11 +48,11 @@ build)
 	[ -s "$CA_BUNDLE" ] || { echo "image.sh: no CA bundle at $CA_BUNDLE: apt-get install ca-certificates" >&2; exit 1; }
 	ctx="$(mktemp -d)"
 	trap 'rm -rf "$ctx"' EXIT
-	cp inlet "$ctx/inlet"
-	cp -L "$CA_BUNDLE" "$ctx/ca-certificates.crt"
-	chmod 0755 "$ctx/inlet"
-	chmod 0644 "$ctx/ca-certificates.crt"
-	mkdir -m 0700 "$ctx/data"
+	mkdir -p "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/var/lib" "$ctx/data"
+	install -m 0755 inlet "$ctx/rootfs/inlet"
+	install -m 0644 "$CA_BUNDLE" "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
+	chmod -R go-w,a+rX "$ctx"
+	chmod 0700 "$ctx/data"
 	format=(--format oci) # podman's default, unless BUILDAH_FORMAT says otherwise
 	case "$(basename "$PODMAN")" in docker*) format=() ;; esac
 	"$PODMAN" build "${format[@]}" -f "$REPO/Containerfile" \
