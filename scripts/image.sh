@@ -55,7 +55,10 @@ build)
 	chmod 0700 "$ctx/data"
 	format=(--format oci) # podman's default, unless BUILDAH_FORMAT says otherwise
 	case "$(basename "$PODMAN")" in docker*) format=() ;; esac
-	"$PODMAN" build "${format[@]}" -f "$REPO/Containerfile" \
+	# --no-cache: the build is three COPYs, and buildah 1.28's layer cache
+	# ignores --chown (a cached data/ layer kept its old owner when the
+	# Containerfile's --chown was removed).
+	"$PODMAN" build --no-cache "${format[@]}" -f "$REPO/Containerfile" \
 		--build-arg VERSION="$VERSION" --build-arg REVISION="$COMMIT" \
 		--build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
 		-t "inlet:$VERSION" -t inlet:latest "$ctx"
