@@ -21,10 +21,10 @@ build:
 image: build
 	PODMAN='$(PODMAN)' VERSION='$(VERSION)' COMMIT='$(COMMIT)' scripts/image.sh build
 
-## image-run: podman run the image with the options this VM needs (runc, explicit ulimits, host network) and a volume inlet-data; ARGS='serve --brokers HOST:9092'
+## image-run: podman run the image with the options this VM needs (runc, explicit ulimits, host network), the volume inlet-data and INLET_BROKERS from the environment; ARGS='serve --topic t'
 ARGS ?= serve
 image-run:
-	PODMAN='$(PODMAN)' scripts/image.sh run --rm -v inlet-data:/var/lib/inlet inlet:latest $(ARGS)
+	PODMAN='$(PODMAN)' scripts/image.sh run --rm -v inlet-data:/var/lib/inlet -e INLET_BROKERS inlet:latest $(ARGS)
 
 ## generate: regenerate the committed gRPC and Thrift code in api/gen (needs protoc, protoc-gen-go, protoc-gen-go-grpc, thrift)
 generate:
