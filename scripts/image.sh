@@ -53,15 +53,23 @@ build)
 	install -m 0644 "$CA_BUNDLE" "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
 	chmod -R go-w,a+rX "$ctx"
 	chmod 0700 "$ctx/data"
-	format=(--format oci) # podman's default, unless BUILDAH_FORMAT says otherwise
-	case "$(basename "$PODMAN")" in docker*) format=() ;; esac
-	# --no-cache: the build is three COPYs, and buildah 1.28's layer cache
-	# ignores --chown (a cached data/ layer kept its old owner when the
-	# Containerfile's --chown was removed).
-	"$PODMAN" build --no-cache "${format[@]}" -f "$REPO/Containerfile" \
+	# The image inlet:latest names now, removed after the build if no tag
+	# names it any more (make test would pile one up per run otherwise).
+	previous="$("$PODMAN" image inspect --format '{{.Id}}' inlet:latest 2>/dev/null || true)"
+	# podman: --layers=false, one layer and no cache (buildah 1.28's layer
+	# cache ignores --chown: a cached data/ layer kept its old owner when the
+	# Containerfile's --chown was removed), no intermediate image per step;
+	# OCI format (its default, unless BUILDAH_FORMAT says otherwise).
+	# Docker has neither option: --no-cache.
+	opts=(--layers=false --format oci)
+	case "$(basename "$PODMAN")" in docker*) opts=(--no-cache) ;; esac
+	"$PODMAN" build "${opts[@]}" -f "$REPO/Containerfile" \
 		--build-arg VERSION="$VERSION" --build-arg REVISION="$COMMIT" \
 		--build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
 		-t "inlet:$VERSION" -t inlet:latest "$ctx"
+	if [ -n "$previous" ] && [ "$("$PODMAN" image inspect --format '{{len .RepoTags}}' "$previous" 2>/dev/null)" = 0 ]; then
+		"$PODMAN" rmi "$previous" >/dev/null 2>&1 || true # kept while a container uses it
+	fi
 	;;
 run)
 	need_podman
