@@ -11,6 +11,8 @@
 #
 # The build context is a temporary directory holding only what goes in the
 # image: rootfs/ (the binary, Debian's CA bundle, /var/lib) and an empty data/.
+# Building runs no container (the Containerfile has no RUN), so it needs
+# neither runc nor the ulimits that running does.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
