@@ -39,7 +39,7 @@ Usage:
   inlet ship    [flags]   send lines of stdin (or a followed --file) as events to inlet or straight to Kafka
   inlet catalog serve|get|list|set|import|export   the event catalog: serve it over gRPC and Thrift, read and change it
   inlet clients add --file FILE NAME               add a client (id and secret) to a clients file
-  inlet version           print the version
+  inlet version           print the version, commit, Go version and platform
 
 Every flag can also be set from the environment: --produce-timeout is
 INLET_PRODUCE_TIMEOUT. Flags win over the environment.
