@@ -28,7 +28,7 @@ type sharedFixture struct {
 	secret string
 }
 
-func newSharedFixture(t *testing.T, n int, store, redisAddr string, c Client, mod func(*Config)) *sharedFixture {
+func newSharedFixture(t testing.TB, n int, store, redisAddr string, c Client, mod func(*Config)) *sharedFixture {
 	t.Helper()
 	f := &sharedFixture{clk: newClock(), id: strings.ReplaceAll(testkit.Unique(t, "rl-"), "/", "-")}
 	path := filepath.Join(t.TempDir(), "clients.json")
@@ -62,7 +62,7 @@ func newSharedFixture(t *testing.T, n int, store, redisAddr string, c Client, mo
 	return f
 }
 
-func (f *sharedFixture) principal(t *testing.T) Principal {
+func (f *sharedFixture) principal(t testing.TB) Principal {
 	t.Helper()
 	p, err := f.as[0].Authenticate(f.id, f.secret)
 	if err != nil {
