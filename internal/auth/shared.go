@@ -47,12 +47,14 @@ type sharedRates struct {
 }
 
 func newSharedRates(cfg Config, log *slog.Logger) *sharedRates {
+	// A call's own context bounds it (RateTimeout); these bound warm.
+	t := max(warmTimeout, cfg.RateTimeout)
 	rdb := redis.NewClient(&redis.Options{
 		Addr:         cfg.RedisAddr,
-		DialTimeout:  cfg.RateTimeout,
-		ReadTimeout:  cfg.RateTimeout,
-		WriteTimeout: cfg.RateTimeout,
-		PoolTimeout:  cfg.RateTimeout,
+		DialTimeout:  t,
+		ReadTimeout:  t,
+		WriteTimeout: t,
+		PoolTimeout:  t,
 		// One try: the local limiter is the retry.
 		MaxRetries:            -1,
 		DialerRetries:         1,
