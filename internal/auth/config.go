@@ -141,7 +141,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.FailBurst, "auth-fail-burst", c.FailBurst, "bad credentials one source address may present at once before its requests are answered 429 (-1: never throttle)")
 	fs.DurationVar(&c.FailEvery, "auth-fail-every", c.FailEvery, "after --auth-fail-burst failures, a source address may fail once more per this long")
 	fs.StringVar(&c.RateStore, "rate-limit-store", c.RateStore, "where clients' rates are kept: redis (in --redis: a client's rate holds across all instances) or local (in each instance: N instances allow N times it); default redis when --redis is set, else local")
-	fs.DurationVar(&c.RateTimeout, "rate-limit-timeout", c.RateTimeout, "with --rate-limit-store redis, how long a request waits for Redis before this instance's own limiter decides (Redis is then left alone for 100ms)")
+	fs.DurationVar(&c.RateTimeout, "rate-limit-timeout", c.RateTimeout, "with --rate-limit-store redis, how long a request waits for Redis before this instance's own limiter decides (Redis is then left alone for 100ms); the instance's own stalls count: if inlet_auth_rate_limit_fallback_total grows while Redis is fine (a saturated instance), raise it")
 }
 
 // Validate reports the first invalid setting.
