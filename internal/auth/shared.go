@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -91,15 +90,20 @@ func (s *sharedRates) warm(log *slog.Logger, addr string) {
 	}
 }
 
+// maxPeriod caps the time between two events of a rate in Redis (about
+// 31 years): slower rates are as good as none there.
+const maxPeriod = 1e18
+
 // limitOf is a rate of events per second and a burst as redis_rate's
 // Limit, whose rate is a whole number per period: one event per
-// 1s/rate, to the nanosecond.
-func limitOf(r float64, burst int) (redis_rate.Limit, bool) {
+// 1s/rate, to the nanosecond. limited is false for a rate faster than an
+// event a nanosecond: no limit.
+func limitOf(r float64, burst int) (l redis_rate.Limit, limited bool) {
 	p := float64(time.Second) / r
-	if !(p >= 1) { // faster than an event a nanosecond (or +Inf): no limit
+	if !(p >= 1) {
 		return redis_rate.Limit{}, false
 	}
-	return redis_rate.Limit{Rate: 1, Burst: burst, Period: time.Duration(min(p, math.MaxInt64))}, true
+	return redis_rate.Limit{Rate: 1, Burst: burst, Period: time.Duration(min(p, maxPeriod))}, true
 }
 
 // allow takes n tokens of client id's rate r and burst from Redis: wait

@@ -247,6 +247,22 @@ func TestSharedRateTimeout(t *testing.T) {
 	}
 }
 
+func TestLimitOf(t *testing.T) {
+	for _, tc := range []struct {
+		rate    float64
+		period  time.Duration
+		limited bool
+	}{
+		{100, 10 * time.Millisecond, true}, {2.5, 400 * time.Millisecond, true}, {1e9, time.Nanosecond, true},
+		{1e-30, maxPeriod, true}, {2e9, 0, false},
+	} {
+		l, limited := limitOf(tc.rate, 7)
+		if limited != tc.limited || l.Period != tc.period || (limited && (l.Rate != 1 || l.Burst != 7)) {
+			t.Errorf("rate %g: %+v, %v; want period %v, limited %v", tc.rate, l, limited, tc.period, tc.limited)
+		}
+	}
+}
+
 // blackHole is a TCP listener that accepts connections, counting them in
 // conns (if not nil), and never answers.
 func blackHole(t *testing.T, conns *atomic.Int64) string {
