@@ -34,7 +34,14 @@ rm -f "$OUT/clients.json" "$OUT/rounds.jsonl"
 "$OUT/inlet" clients add --file "$OUT/clients.json" bench --rate 1000000 --burst 1000000 >"$OUT/secret"
 SECRET="$(tail -n 1 "$OUT/secret")"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# free_port: a loopback port nothing listens on.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 30000))
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+	done
+}
 RPORT="$(free_port)"
 taskset -c 1 redis-server --bind 127.0.0.1 --port "$RPORT" --save "" --appendonly no --dir "$OUT" >"$OUT/redis.log" 2>&1 &
 REDIS_PID=$!
@@ -68,7 +75,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		kill -TERM "$SERVER_PID"
 		wait "$SERVER_PID" || true
 		SERVER_PID=
-		jq -c --arg s "$store" --argjson cpu "$(((t1 - t0) * 1000000 / HZ))" --argjson rcpu "$(echo "($r1 - $r0) * 1000000" | bc)" --argjson fb "${fb:-0}" \
+		jq -c --arg s "$store" --argjson cpu "$(((t1 - t0) * 1000000 / HZ))" --argjson rcpu "$(awk -v a="$r0" -v b="$r1" 'BEGIN { printf "%.0f", (b - a) * 1000000 }')" --argjson fb "${fb:-0}" \
 			'{store: $s, rps: .requests_per_s, p50: .latency.p50_ms, p99: .latency.p99_ms,
 			  ok: .requests, cpu_us: ($cpu / .requests), redis_cpu_us: ($rcpu / .requests), fallbacks: $fb, codes: .status}' \
 			"$OUT/$name.json" | tee -a "$OUT/rounds.jsonl"
