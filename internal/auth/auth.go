@@ -87,6 +87,9 @@ type Authenticator struct {
 	// fails throttles source addresses that present bad credentials; nil
 	// when off.
 	fails *failures
+	// shared keeps the rates in Redis (Config.RateStore redis); nil:
+	// each rate in e.lim only.
+	shared *sharedRates
 	// dummy is compared with a secret's hash for an unknown client id, so
 	// that it takes the time a known one's wrong secret does.
 	dummy [32]byte
@@ -127,6 +130,17 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticat
 		return nil, fmt.Errorf("auth: %w", err)
 	}
 	a.set.Store(a.build(cs, nil))
+	if cfg.RateStoreKind() == RateStoreRedis {
+		a.shared = newSharedRates(cfg, log)
+		a.m.fallbacks = a.shared.fallbacks
+		a.shared.warm(log, cfg.RedisAddr)
+	}
+	ok := false
+	defer func() {
+		if !ok && a.shared != nil {
+			_ = a.shared.close()
+		}
+	}()
 	if cfg.TokenKeyFile != "" {
 		a.keyAt = stampOf(cfg.TokenKeyFile)
 		key, err := readKey(cfg.TokenKeyFile)
@@ -147,7 +161,8 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticat
 			return nil, fmt.Errorf("auth: registering metrics: %w", err)
 		}
 	}
-	log.Info("auth: clients loaded", "file", cfg.ClientsFile, "clients", len(cs))
+	log.Info("auth: clients loaded", "file", cfg.ClientsFile, "clients", len(cs), "rates", cfg.RateStoreKind(), "redis", cfg.RedisAddr)
+	ok = true
 	go a.poll()
 	return a, nil
 }
@@ -291,11 +306,18 @@ func (a *Authenticator) reloadKey(force bool) error {
 	return nil
 }
 
-// Close stops checking the files for changes.
+// Close stops checking the files for changes, and closes the connections
+// to Redis.
 func (a *Authenticator) Close() error {
-	a.closeOnce.Do(func() { close(a.stop) })
+	var err error
+	a.closeOnce.Do(func() {
+		close(a.stop)
+		if a.shared != nil {
+			err = a.shared.close()
+		}
+	})
 	<-a.done
-	return nil
+	return err
 }
 
 // Clients returns the clients loaded now, in id order.
@@ -603,7 +625,11 @@ func parseBasic(cred string) (id, token string, err error) {
 // rate limit. Over the rate it refuses with an error wrapping
 // ErrRateLimited and how long until n tokens are there (for Retry-After);
 // n more than the client's burst is refused at once with ErrOverBurst.
-// A client without a rate is always allowed.
+// A client without a rate is always allowed. With Config.RateStore redis
+// the tokens are taken in Redis, shared by every instance on it; when
+// Redis does not answer within Config.RateTimeout they are taken from this
+// instance's own limiter (counted and logged), and Redis is left alone
+// for Config.RateRetry. Allow never blocks longer than RateTimeout.
 func (a *Authenticator) Allow(p Principal, n int) (retryAfter time.Duration, err error) {
 	if p.Client == nil {
 		return 0, fmt.Errorf("%w: no authenticated client", ErrMissing)
@@ -616,16 +642,25 @@ func (a *Authenticator) Allow(p Principal, n int) (retryAfter time.Duration, err
 	if e.lim == nil || n <= 0 {
 		return 0, nil
 	}
-	now := a.cfg.Now()
-	r := e.lim.ReserveN(now, n)
-	if !r.OK() {
+	rt, burst := float64(e.lim.Limit()), e.lim.Burst()
+	if n > burst {
 		a.m.rateLimited.WithLabelValues(e.client.ID).Inc()
-		return 0, fmt.Errorf("%w: %d events at once, client %q may send at most %d: send smaller batches", ErrOverBurst, n, e.client.ID, e.lim.Burst())
+		return 0, fmt.Errorf("%w: %d events at once, client %q may send at most %d: send smaller batches", ErrOverBurst, n, e.client.ID, burst)
 	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
+	d, shared := time.Duration(0), false
+	if a.shared != nil {
+		d, shared = a.shared.allow(e.client.ID, rt, burst, n)
+	}
+	if !shared {
+		now := a.cfg.Now()
+		r := e.lim.ReserveN(now, n)
+		if d = r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+		}
+	}
+	if d > 0 {
 		a.m.rateLimited.WithLabelValues(e.client.ID).Inc()
-		return d, fmt.Errorf("%w: client %q may send %g events/s (burst %d); retry in %v", ErrRateLimited, e.client.ID, float64(e.lim.Limit()), e.lim.Burst(), d.Round(time.Millisecond))
+		return d, fmt.Errorf("%w: client %q may send %g events/s (burst %d); retry in %v", ErrRateLimited, e.client.ID, rt, burst, d.Round(time.Millisecond))
 	}
 	return 0, nil
 }
@@ -714,6 +749,7 @@ type metrics struct {
 	clients           prometheus.GaugeFunc
 	throttleEvictions prometheus.Counter
 	throttleSources   prometheus.GaugeFunc
+	fallbacks         prometheus.Counter // with shared rates only
 }
 
 func newMetrics(a *Authenticator) *metrics {
@@ -755,7 +791,11 @@ func newMetrics(a *Authenticator) *metrics {
 }
 
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.failures, m.rateLimited, m.reloadErrors, m.clients, m.throttleEvictions, m.throttleSources} {
+	cs := []prometheus.Collector{m.failures, m.rateLimited, m.reloadErrors, m.clients, m.throttleEvictions, m.throttleSources}
+	if m.fallbacks != nil {
+		cs = append(cs, m.fallbacks)
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

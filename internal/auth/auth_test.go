@@ -733,19 +733,29 @@ func TestConfig(t *testing.T) {
 		t.Errorf("throttle defaults: %+v", c)
 	}
 	if err := fs.Parse([]string{"--clients", "c.json", "--auth", "--auth-token-ttl", "1h", "--auth-token-key-file", "k", "--clients-reload-interval", "5s",
-		"--auth-fail-burst", "-1", "--auth-fail-every", "1s"}); err != nil {
+		"--auth-fail-burst", "-1", "--auth-fail-every", "1s", "--rate-limit-store", "local", "--rate-limit-timeout", "10ms"}); err != nil {
 		t.Fatal(err)
 	}
 	if c.ClientsFile != "c.json" || !c.HTTP || c.TokenTTL != time.Hour || c.TokenKeyFile != "k" || c.ReloadInterval != 5*time.Second ||
-		c.FailBurst != -1 || c.FailEvery != time.Second {
+		c.FailBurst != -1 || c.FailEvery != time.Second || c.RateStore != RateStoreLocal || c.RateTimeout != 10*time.Millisecond {
 		t.Errorf("flags: %+v", c)
+	}
+	// Rates in Redis by default once there is one; local opts out.
+	for _, tc := range []struct{ store, redis, want string }{
+		{"", "", RateStoreLocal}, {"", "r:6379", RateStoreRedis}, {RateStoreLocal, "r:6379", RateStoreLocal}, {RateStoreRedis, "r:6379", RateStoreRedis},
+	} {
+		if got := (Config{RateStore: tc.store, RedisAddr: tc.redis}).RateStoreKind(); got != tc.want {
+			t.Errorf("--rate-limit-store %q --redis %q: %s, want %s", tc.store, tc.redis, got, tc.want)
+		}
 	}
 	if err := c.Validate(); err != nil {
 		t.Errorf("valid: %v", err)
 	}
 	for _, bad := range []Config{{HTTP: true}, {TokenKeyFile: "k"}, {ClientsFile: "c", TokenTTL: time.Millisecond},
 		{ClientsFile: "c", TokenTTL: 48 * time.Hour}, {ClientsFile: "c", ReloadInterval: time.Microsecond},
-		{ClientsFile: "c", FailBurst: -2}, {ClientsFile: "c", FailEvery: time.Microsecond}} {
+		{ClientsFile: "c", FailBurst: -2}, {ClientsFile: "c", FailEvery: time.Microsecond},
+		{ClientsFile: "c", RateStore: "memcached", RedisAddr: "r:6379"}, {ClientsFile: "c", RateStore: RateStoreRedis},
+		{ClientsFile: "c", RedisAddr: "r:6379", RateTimeout: time.Microsecond}} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v: valid", bad)
 		}

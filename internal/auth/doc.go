@@ -19,6 +19,10 @@
 // once their client is removed or given a new secret. An admin client may
 // change the catalog and watch the live events page.
 //
+// A client's rate is kept by each process, or, with Config.RateStore
+// redis, in Redis, where it holds across every instance on it; when Redis
+// fails or is slow each instance falls back to its own (shared.go).
+//
 // A refusal never tells an unknown client id from a wrong secret
 // (ErrBadCredentials, one code path), and a source address that presents
 // bad credentials too often is refused unchecked for a while

@@ -29,6 +29,16 @@ func (c Config) catalogConfig() catalog.Config {
 	return cc
 }
 
+// authConfig is c.Auth with RedisAddr from --redis, where clients' rates
+// are kept unless --rate-limit-store local.
+func (c Config) authConfig() auth.Config {
+	ac := c.Auth
+	if ac.RedisAddr == "" {
+		ac.RedisAddr = c.RedisAddr
+	}
+	return ac
+}
+
 // needsCatalog reports whether the catalog is opened: for ingest
 // (--catalog) or for its RPC front ends.
 func (c Config) needsCatalog() bool { return c.Catalog.Enabled || c.CatalogRPC.Enabled() }
@@ -40,7 +50,7 @@ func (c Config) needsCatalog() bool { return c.Catalog.Enabled || c.CatalogRPC.E
 func (g *Gateway) startCatalog() ([]ingest.Option, error) {
 	var opts []ingest.Option
 	if g.cfg.Auth.ClientsFile != "" {
-		au, err := auth.Open(g.cfg.Auth, g.log, g.reg)
+		au, err := auth.Open(g.cfg.authConfig(), g.log, g.reg)
 		if err != nil {
 			return nil, err
 		}

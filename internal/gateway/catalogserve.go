@@ -60,7 +60,7 @@ func (c *CatalogConfig) RegisterFlags(fs *flag.FlagSet) {
 	cliflag.Register(fs, c.Catalog.RegisterFlags, cliflag.Except("catalog"))
 	cliflag.Register(fs, c.Auth.RegisterFlags, cliflag.Except("auth"))
 	c.RPC.RegisterFlags(fs)
-	fs.StringVar(&c.RedisAddr, "redis", c.RedisAddr, "Redis `host:port` of the shared catalog (several instances on one Redis assign each event type one code)")
+	fs.StringVar(&c.RedisAddr, "redis", c.RedisAddr, "Redis `host:port` of the shared catalog (several instances on one Redis assign each event type one code) and of clients' rates shared across instances (--rate-limit-store)")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded catalog (<data-dir>/catalog.db), used when there is no --redis")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "serve Prometheus metrics at http://ADDR/metrics; off unless given")
 	cliflag.Bytes(fs, &c.MaxInflightBytes, "max-inflight-bytes", "in-flight byte budget the gRPC and Thrift requests draw from before they are read; they hold at most a quarter of it together, half of that on connections not yet authenticated (KiB, MiB, GiB)")

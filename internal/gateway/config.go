@@ -181,7 +181,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RPCLinger, "rpc-linger", c.RPCLinger, "how long request-reply requests wait to share a produce request")
 	fs.StringVar(&c.RPCCompression, "rpc-compression", c.RPCCompression, "record batch compression of request-reply requests: none, gzip, snappy, lz4, zstd")
 	fs.StringVar(&c.Reply, "reply", c.Reply, "how replies come back: kafka (a reply topic per instance) or redis (a pub/sub channel per instance)")
-	fs.StringVar(&c.RedisAddr, "redis", c.RedisAddr, "Redis host:port for --reply redis, and the catalog's shared store (--catalog-store)")
+	fs.StringVar(&c.RedisAddr, "redis", c.RedisAddr, "Redis host:port for --reply redis, the catalog's shared store (--catalog-store) and clients' rates shared across instances (--rate-limit-store)")
 	fs.StringVar(&c.ReplyTopic, "reply-topic", c.ReplyTopic, "this instance's reply topic (default inlet.replies.<instance-id>)")
 	fs.StringVar(&c.ReplyChannel, "reply-channel", c.ReplyChannel, "this instance's reply channel (default inlet:replies:<instance-id>)")
 	fs.StringVar(&c.InstanceID, "instance-id", c.InstanceID, "this instance's name in its reply topic or channel (default <hostname>-<port>); keep it stable across restarts")
@@ -331,7 +331,7 @@ func (c Config) validateCatalog() error {
 	if c.Auth.HTTP && c.Auth.ClientsFile == "" {
 		return errors.New("--auth needs --clients FILE (make one with `inlet clients add --file FILE NAME`)")
 	}
-	if err := c.Auth.Validate(); err != nil {
+	if err := c.authConfig().Validate(); err != nil {
 		return err
 	}
 	if err := c.CatalogRPC.Validate(); err != nil {
