@@ -3,7 +3,7 @@ GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/inlet-dev/inlet/internal/app.Version=$(VERSION)
 
-.PHONY: build generate run test test-cluster test-short fuzz bench bench-go services-start services-stop clean
+.PHONY: build generate manifests run test test-cluster test-short fuzz bench bench-go services-start services-stop clean
 
 ## build: a static binary ./inlet (no cgo)
 build:
@@ -12,6 +12,10 @@ build:
 ## generate: regenerate the committed gRPC and Thrift code in api/gen (needs protoc, protoc-gen-go, protoc-gen-go-grpc, thrift)
 generate:
 	scripts/generate.sh
+
+## manifests: render deploy/helm/inlet with its default values into deploy/kubernetes/inlet.yaml (helm from deploy/kubecheck's go.mod)
+manifests:
+	cd deploy/kubecheck && $(GO) test -count=1 -run '^TestManifestsCurrent$$' . -update
 
 ## run: inlet serve on the embedded development broker
 run:

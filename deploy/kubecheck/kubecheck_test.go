@@ -240,8 +240,10 @@ func checkChart(t *testing.T, r rendered, external ...string) {
 
 	// Kubernetes kills the pod only after inlet's own stop is over.
 	delay, timeout := seconds(t, c.Args, "shutdown-delay"), seconds(t, c.Args, "shutdown-timeout")
-	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second < delay+timeout+time.Second {
-		t.Errorf("terminationGracePeriodSeconds %v: want at least --shutdown-delay %v + --shutdown-timeout %v + a margin", g, delay, timeout)
+	if g := pod.Spec.TerminationGracePeriodSeconds; g == nil {
+		t.Errorf("terminationGracePeriodSeconds is not set")
+	} else if time.Duration(*g)*time.Second < delay+timeout+time.Second {
+		t.Errorf("terminationGracePeriodSeconds %d: want at least --shutdown-delay %v + --shutdown-timeout %v + a margin", *g, delay, timeout)
 	}
 
 	// The spool: one claim per pod, mounted at the data directory.
