@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,20 +72,40 @@ func render(tb testing.TB, args ...string) []byte {
 	return []byte(out)
 }
 
+// binDir holds the inlet the tests build without $INLET_BIN.
+var binDir string
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// inletBin is $INLET_BIN, or inlet built from this repository.
+var inletBin = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv("INLET_BIN"); bin != "" {
+		return bin, nil
+	}
+	var err error
+	if binDir, err = os.MkdirTemp("", "kubecheck-"); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(binDir, "inlet")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/inlet")
+	build.Dir = repo
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building inlet: %w\n%s", err, out)
+	}
+	return bin, nil
+})
+
 var serveFlags = sync.OnceValues(func() (map[string]bool, error) {
-	bin := os.Getenv("INLET_BIN")
-	if bin == "" {
-		dir, err := os.MkdirTemp("", "kubecheck-")
-		if err != nil {
-			return nil, err
-		}
-		defer os.RemoveAll(dir)
-		bin = filepath.Join(dir, "inlet")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/inlet")
-		build.Dir = repo
-		if out, err := build.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("building inlet: %w\n%s", err, out)
-		}
+	bin, err := inletBin()
+	if err != nil {
+		return nil, err
 	}
 	help, err := exec.Command(bin, "serve", "-h").CombinedOutput()
 	if err != nil {
@@ -560,5 +584,121 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	if delay, timeout := seconds(t, cmdline, "shutdown-delay"), seconds(t, cmdline, "shutdown-timeout"); stop < delay+timeout+time.Second {
 		t.Errorf("TimeoutStopSec=%v: want at least --shutdown-delay %v + --shutdown-timeout %v + a margin", stop, delay, timeout)
+	}
+}
+
+// TestDefaultsServe runs inlet as the default rendering's pod would: its
+// args and its ConfigMap as the environment, with a data directory and
+// ports of the test's own. Its probes must answer 200, and SIGTERM must stop
+// it within the pod's grace period.
+func TestDefaultsServe(t *testing.T) {
+	objs, err := Decode(render(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := split(t, objs)
+	bin, err := inletBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flags, err := serveFlags()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := r.sts.Spec.Template.Spec
+	c := pod.Containers[0]
+	var args []string
+	for _, a := range c.Args {
+		name, _, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if a != "serve" && !flags[name] {
+			t.Logf("leaving out %s: not a flag of this tree's inlet serve yet", a)
+			continue
+		}
+		args = append(args, a)
+	}
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "INLET_") {
+			env = append(env, e)
+		}
+	}
+	for k, v := range r.configMap.Data {
+		env = append(env, k+"="+v)
+	}
+	addr := freeAddr(t)
+	env = append(env, "INLET_DATA_DIR="+t.TempDir(), "INLET_LISTEN="+addr, "INLET_BROKER_LISTEN="+freeAddr(t))
+
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Env, cmd.Stdout, cmd.Stderr = env, &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
+	defer func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("inlet %s, its output:\n%s", strings.Join(args, " "), logs.String())
+		}
+	}()
+
+	for _, p := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		if err := waitOK(exited, "http://"+addr+p.HTTPGet.Path, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+		if waitErr != nil {
+			t.Errorf("inlet exited with %v after SIGTERM", waitErr)
+		}
+		t.Logf("stopped %v after SIGTERM (grace period %v)", time.Since(start).Round(time.Millisecond), grace)
+	case <-time.After(grace):
+		t.Errorf("inlet still runs %v after SIGTERM: Kubernetes would kill it", grace)
+	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitOK polls url until it answers 200, the process exits or timeout
+// passes, as a kubelet probe would.
+func waitOK(exited <-chan struct{}, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, body)
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("inlet exited while %s did not answer 200: %v", url, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no 200 within %v: %v", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
