@@ -332,6 +332,12 @@ func checkChart(t *testing.T, r rendered, external ...string) {
 		}
 		if s.Name == r.sts.Spec.ServiceName && s.Spec.ClusterIP == corev1.ClusterIPNone {
 			headless = true
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if p.TargetPort.String() == "ops" || p.TargetPort.IntVal == port["ops"] && port["ops"] != 0 {
+				t.Errorf("Service %s (type %s) exposes the ops port: metrics, profiles and the live page", s.Name, s.Spec.Type)
+			}
 		}
 	}
 	if !headless {
