@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X github.com/inlet-dev/inlet/internal/app.Version=$(VERSION) -
 
 PODMAN  ?= podman
 
-.PHONY: build image image-run generate run test test-cluster test-short fuzz bench bench-go services-start services-stop clean
+.PHONY: build image image-run generate manifests run test test-cluster test-short fuzz bench bench-go services-start services-stop clean
 
 # grpcnotrace: grpc without golang.org/x/net/trace (inlet never enables
 # grpc.EnableTracing), whose html/template would keep every exported method
@@ -29,6 +29,10 @@ image-run:
 ## generate: regenerate the committed gRPC and Thrift code in api/gen (needs protoc, protoc-gen-go, protoc-gen-go-grpc, thrift)
 generate:
 	scripts/generate.sh
+
+## manifests: render deploy/helm/inlet with its default values into deploy/kubernetes/inlet.yaml (helm from deploy/kubecheck's go.mod)
+manifests:
+	cd deploy/kubecheck && $(GO) test -count=1 -run '^TestManifestsCurrent$$' . -update
 
 ## run: inlet serve on the embedded development broker
 run:

@@ -18,7 +18,7 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 echo "== go mod tidy -diff" >&2
-for mod in . bench/fasthttp; do
+for mod in . bench/fasthttp deploy/kubecheck; do
 	if ! (cd "$mod" && go mod tidy -diff) >&2; then
 		echo "test.sh: go.mod or go.sum in $mod is not tidy (the diff above): run 'go mod tidy' there and commit the result" >&2
 		exit 1
@@ -74,6 +74,11 @@ if [ "$cluster_phase" = 1 ]; then
 	(cd bench/fasthttp && go vet ./... && go test -count=1 ./...)
 	echo "== image: make image, then the image on Kafka (scripts/image-check.sh)" >&2
 	scripts/image-check.sh
+	# The Helm chart, the Kubernetes manifests and the systemd unit: helm
+	# lint and template, strict decoding into client-go's types
+	# (deploy/kubecheck, a module of its own), systemd-analyze verify.
+	echo "== deploy: scripts/kube-check.sh" >&2
+	scripts/kube-check.sh
 fi
 if [ "$cluster_phase" = 1 ]; then
 	echo "== go test: the 3-node cluster tests (TLS, SASL, failover), one package at a time" >&2
