@@ -72,6 +72,8 @@ if [ "$cluster_phase" = 1 ]; then
 	# servers only), outside ./... above.
 	echo "== go vet and go test: bench/fasthttp" >&2
 	(cd bench/fasthttp && go vet ./... && go test -count=1 ./...)
+	echo "== image: make image, then the image on Kafka (scripts/image-check.sh)" >&2
+	scripts/image-check.sh
 fi
 if [ "$cluster_phase" = 1 ]; then
 	echo "== go test: the 3-node cluster tests (TLS, SASL, failover), one package at a time" >&2

@@ -11,8 +11,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,9 +18,6 @@ import (
 	"github.com/inlet-dev/inlet/internal/cliflag"
 	"github.com/inlet-dev/inlet/internal/ratelog"
 )
-
-// Version is set at build time with -ldflags "-X github.com/inlet-dev/inlet/internal/app.Version=v1.2.3".
-var Version = "dev"
 
 // Env is the process environment, as seen by Main. A nil Stdin reads
 // nothing (as os/exec's Cmd.Stdin).
@@ -44,7 +39,7 @@ Usage:
   inlet ship    [flags]   send lines of stdin (or a followed --file) as events to inlet or straight to Kafka
   inlet catalog serve|get|list|set|import|export   the event catalog: serve it over gRPC and Thrift, read and change it
   inlet clients add --file FILE NAME               add a client (id and secret) to a clients file
-  inlet version           print the version
+  inlet version           print the version, commit, Go version and platform
 
 Every flag can also be set from the environment: --produce-timeout is
 INLET_PRODUCE_TIMEOUT. Flags win over the environment.
@@ -96,18 +91,6 @@ func Main(ctx context.Context, args []string, env Env) int {
 	}
 	fmt.Fprintf(env.Stderr, "inlet: %v\n", err)
 	return 1
-}
-
-func versionString() string {
-	rev := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				rev = " " + s.Value[:12]
-			}
-		}
-	}
-	return fmt.Sprintf("inlet %s%s (%s %s/%s)", Version, rev, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
 // errUsage marks an error already reported with the command's usage.

@@ -99,10 +99,18 @@ func TestReportFormats(t *testing.T) {
 
 	t.Run("HTML is self-contained", func(t *testing.T) {
 		var buf bytes.Buffer
-		if err := rep.WriteHTML(&buf); err != nil {
+		r := *rep
+		r.Command = `inlet bench http --target "http://h/v1/events?a=<b>&c"`
+		if err := r.WriteHTML(&buf); err != nil {
 			t.Fatal(err)
 		}
 		page := buf.String()
+		if !strings.Contains(page, `<code>inlet bench http --target &#34;http://h/v1/events?a=&lt;b&gt;&amp;c&#34;</code>`) || strings.Contains(page, "<b>") {
+			t.Errorf("the command is not escaped:\n%s", page)
+		}
+		if !strings.Contains(page, "max-width:100%;") || strings.Contains(page, "%!") {
+			t.Errorf("a formatting verb is left in the page:\n%s", page)
+		}
 		if strings.Count(page, "<svg") != 3 || !strings.Contains(page, "</html>") || !strings.Contains(page, "<path d=\"M") {
 			t.Fatalf("want 3 charts with lines:\n%s", page)
 		}

@@ -1,0 +1,68 @@
+package app
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"strings"
+)
+
+// Version and Commit are set by `make build` (and so `make image`):
+//
+//	-ldflags "-X github.com/inlet-dev/inlet/internal/app.Version=$(git describe --tags --always --dirty)
+//	          -X github.com/inlet-dev/inlet/internal/app.Commit=$(git rev-parse HEAD)"
+//
+// Built otherwise (go build, go install ...@v1.2.3), versionString falls
+// back on what the go command records in the binary.
+var (
+	Version = ""
+	Commit  = ""
+)
+
+// versionString is what `inlet version` prints.
+func versionString() string {
+	bi, _ := debug.ReadBuildInfo()
+	return formatVersion(Version, Commit, bi, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+}
+
+// formatVersion says which inlet this is: "inlet VERSION (commit REVISION[,
+// modified]; GOVERSION OS/ARCH)". version and commit are the linker's
+// (make build): git describe's "-dirty" suffix means modified. Without
+// them, bi's: the module version (go install ...@v1.2.3, or the
+// pseudo-version go build stamps from the checkout) and the vcs.revision
+// and vcs.modified settings (go build in a checkout, unless -buildvcs=false).
+// "dev" and no commit when neither knows.
+func formatVersion(version, commit string, bi *debug.BuildInfo, goVersion, platform string) string {
+	modified := false
+	if version != "" {
+		modified = strings.HasSuffix(version, "-dirty")
+	} else if bi != nil {
+		if v := bi.Main.Version; v != "" && v != "(devel)" {
+			version = v
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				if commit == "" {
+					commit = s.Value
+				}
+			case "vcs.modified":
+				modified = s.Value == "true"
+			}
+		}
+	}
+	if version == "" {
+		version = "dev"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "inlet %s (", version)
+	if commit != "" {
+		fmt.Fprintf(&b, "commit %s", commit)
+		if modified {
+			b.WriteString(", modified")
+		}
+		b.WriteString("; ")
+	}
+	fmt.Fprintf(&b, "%s %s)", goVersion, platform)
+	return b.String()
+}
