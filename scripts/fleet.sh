@@ -30,7 +30,8 @@
 # Environment: FLEET_ACKS ("spool kafka"), FLEET_RATE (events/s, 5 per
 # request; 200), FLEET_DELAY (--shutdown-delay; 2s), FLEET_ROLLING and
 # FLEET_CRASH (seconds of load of each phase; 30 and 15), FLEET_OUT
-# (reports and logs; default /tmp/inlet-fleet-<time>, kept), FLEET_IMAGE.
+# (reports and logs; default /tmp/inlet-fleet-<time>, kept), FLEET_IMAGE,
+# FLEET_HAPROXY_CFG (another HAProxy configuration, for experiments).
 # Installs HAProxy (Debian's) when it is missing. make test runs it (about
 # 4 minutes on 2 cores, most of it starting Kafka).
 set -euo pipefail
@@ -60,7 +61,7 @@ CRASH="${FLEET_CRASH:-15}"
 OUT="${FLEET_OUT:-/tmp/inlet-fleet-$(date +%Y%m%d-%H%M%S)}"
 SHUTDOWN_TIMEOUT=20s
 LEAD=3 # seconds of load before the first restart of a phase
-CFG="$FLEET_REPO/deploy/haproxy/haproxy.cfg"
+CFG="${FLEET_HAPROXY_CFG:-$FLEET_REPO/deploy/haproxy/haproxy.cfg}"
 for v in RATE ROLLING CRASH; do
 	[[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "FLEET_$v must be a positive whole number, not '${!v}'"
 done
@@ -72,6 +73,8 @@ command -v haproxy >/dev/null || apt_install haproxy
 if [ "$MODE" = containers ]; then
 	command -v podman >/dev/null || apt_install podman runc
 fi
+# docs/fleet.md's commands, as written.
+scripts/doc-commands.sh docs/fleet.md | bash -euo pipefail >/dev/null
 
 mkdir -p "$OUT"
 WORK="$(mktemp -d /tmp/inlet-fleet-work.XXXXXX)"
@@ -155,8 +158,8 @@ for ((j = 0; ; j++)); do
 	sleep 0.1
 done
 
-# retries: HAProxy's retries and redispatches of the backend so far
-# ("wretr wredis").
+# retries: HAProxy's retries on the same instance and on another one
+# (redispatches) so far: "wretr wredis" of the backend.
 retries() {
 	curl -sf -m 2 "http://127.0.0.1:$STATS/stats;csv" | awk -F, '$1 == "inlet" && $2 == "BACKEND" { print $16 + 0, $17 + 0 }'
 }
@@ -291,7 +294,7 @@ verify_end() {
 	local r0 d0 r1 d1
 	read -r r0 d0 <<<"$RETRIES0"
 	read -r r1 d1 <<<"$(retries)"
-	RETRIED[$1]="$((r1 - r0)) ($((d1 - d0)))"
+	RETRIED[$1]="$((r1 - r0 + d1 - d0))"
 }
 
 SUMMARY=()
@@ -351,7 +354,7 @@ done
 	echo "scripts/fleet.sh$([ "$MODE" = containers ] && echo " --containers")    # FLEET_RATE=$RATE FLEET_DELAY=$DELAY FLEET_ROLLING=$ROLLING FLEET_CRASH=$CRASH"
 	echo '```'
 	echo
-	echo "| run | sent | acknowledged | lost | duplicates | not 2xx | longest gap without a 2xx (from) | gaps of 1 s or more | HAProxy retries (redispatched) |"
+	echo "| run | sent | acknowledged | lost | duplicates | not 2xx | longest gap without a 2xx (from) | gaps of 1 s or more | requests HAProxy sent again |"
 	echo "|---|---|---|---|---|---|---|---|---|"
 	for name in "${SUMMARY[@]}"; do
 		jq -r --arg n "$name" --arg r "${RETRIED[$name]}" '"| \($n) | \(.sent) | \(.acknowledged) | \(.lost) | \(.duplicates) | \([.status | to_entries[] | select(.key | test("^2[0-9][0-9]$") | not) | .value] | add // 0) | \(.ack_gaps.longest) (\(.ack_gaps.longest_after)) | \(.ack_gaps.at_least_1s) | \($r) |"' "$OUT/$name.json"
