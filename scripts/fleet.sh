@@ -245,11 +245,15 @@ restart() {
 	exited="$(since "$t")"
 	inst_exit "$i"
 	[ "$RC" = 0 ] || die "inlet$i exited $RC after SIGTERM, want 0"
-	[ -n "$down" ] || down="not before its exit ($(state "inlet$i") then)"
+	if [ -n "$down" ]; then
+		down="HAProxy had it DOWN after ${down} s"
+	else
+		down="HAProxy had it $(state "inlet$i") still"
+	fi
 	inst_start "$i"
 	wait_up "inlet$i" 120
 	up="$(since "$t")"
-	LINE="inlet$i: SIGTERM, HAProxy had it DOWN after ${down} s, exited 0 after ${exited} s, UP again after ${up} s"
+	LINE="inlet$i: SIGTERM, exited 0 after ${exited} s ($down), UP again after ${up} s"
 }
 
 # crash I: kill -9 of instance I, started again once HAProxy has it down;
