@@ -33,7 +33,7 @@
 # (reports and logs; default /tmp/inlet-fleet-<time>, kept), FLEET_IMAGE,
 # FLEET_HAPROXY_CFG (another HAProxy configuration, for experiments).
 # Installs HAProxy (Debian's) when it is missing. make test runs it (about
-# 4 minutes on 2 cores, most of it starting Kafka).
+# 2 to 4 minutes on 2 cores, starting Kafka included).
 set -euo pipefail
 
 FLEET_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
