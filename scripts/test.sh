@@ -83,6 +83,8 @@ fi
 if [ "$cluster_phase" = 1 ]; then
 	echo "== go test: the 3-node cluster tests (TLS, SASL, failover), one package at a time" >&2
 	scripts/cluster-tests.sh
+	echo "== the fleet proof: HAProxy, 3 instances, rolling restarts and a kill -9 under load (scripts/fleet.sh)" >&2
+	scripts/fleet.sh
 fi
 
 echo "== ops: Prometheus rules and their tests (promtool), the Grafana dashboard, docs/operating.md" >&2

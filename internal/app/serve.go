@@ -80,12 +80,18 @@ func runCatalogServe(ctx context.Context, args []string, env Env) error {
 }
 
 // runGateway serves until ctx ends or a server of g fails, then shuts g
-// down within timeout. It returns the failure, or an error of the
-// shutdown.
+// down within timeout: when ctx ends, after g's drain (--shutdown-delay),
+// which a second signal cuts short. It returns the failure, or an error of
+// the shutdown.
 func runGateway(ctx context.Context, g *gateway.Gateway, timeout time.Duration, log *slog.Logger) error {
 	var failed error
 	select {
 	case <-ctx.Done():
+		dctx, skip := context.WithCancel(context.Background())
+		unregister := onSignalAgain(skip)
+		g.Drain(dctx)
+		unregister()
+		skip()
 		log.Info("shutting down", "timeout", timeout)
 	case failed = <-g.Done():
 		if failed != nil {

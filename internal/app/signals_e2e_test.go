@@ -81,6 +81,38 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 }
 
+// TestShutdownDelay: with --shutdown-delay, SIGTERM turns /readyz 503
+// while events are still acknowledged; a second SIGTERM skips the rest of the delay, and inlet then
+// stops gracefully (exit 0, every acknowledged event in Kafka) instead of
+// exiting at once.
+func TestShutdownDelay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	brokers, topic := testkit.Brokers(t), testkit.Unique(t, "t-")
+	s := serveBinary(t, nil, "--brokers", strings.Join(brokers, ","), "--topic", topic, "--ack", "kafka", "--shutdown-delay", "5m")
+	testkit.WaitReady(t, "http://"+s.addr, 30*time.Second)
+	s.post(t, 2, "before")
+	s.Cmd.Process.Signal(syscall.SIGTERM)
+	testkit.WaitFor(t, 10*time.Second, "the drain starts", func() bool { return strings.Contains(s.Logs.String(), "draining: /readyz answers 503") })
+	if r := testkit.Do(t, "GET", "http://"+s.addr+"/readyz", nil); r.Status != 503 || !strings.Contains(string(r.Body), `"shutting down"`) {
+		t.Fatalf("/readyz during the delay: %s, want 503 shutting down", r)
+	}
+	r := testkit.Do(t, "POST", "http://"+s.addr+"/v1/batch", testkit.Batch(5, "during-", testkit.JSONArray), "Content-Type", "application/json")
+	if r.Status != 200 {
+		t.Fatalf("a batch during the delay: %s, want 200", r)
+	}
+	start := time.Now()
+	s.Cmd.Process.Signal(syscall.SIGTERM)
+	if code := s.Wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d after a second SIGTERM during the delay, want 0 (a graceful stop)", code)
+	}
+	if !strings.Contains(s.Logs.String(), "skipping the rest of --shutdown-delay") || !strings.Contains(s.Logs.String(), "msg=stopped") {
+		t.Fatalf("no skipped delay and clean stop in the log (after %v):\n%s", time.Since(start), s.Logs)
+	}
+	testkit.ConsumeN(t, brokers, topic, 15, time.Second)
+}
+
 // TestClosedLogPipe: when whatever reads inlet's log goes away, writing the
 // log fails but inlet keeps serving and stops cleanly (it used to die of
 // SIGPIPE at its next log line).

@@ -121,6 +121,10 @@ type Config struct {
 
 	// ShutdownTimeout bounds Shutdown, and the teardown after a failed Start.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long Drain keeps serving, unready, before the
+	// shutdown starts (0: none), so that load balancers take the instance
+	// out first. It is not part of ShutdownTimeout.
+	ShutdownDelay time.Duration
 	// ReadyInterval is how often /readyz re-checks the brokers.
 	ReadyInterval time.Duration
 }
@@ -196,6 +200,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPFront, "http-front", c.HTTPFront, "deprecated, no effect: net/http serves every listener (fasthttp, the removed front, is accepted with a warning)")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve Go profiles under /debug/pprof/ (for diagnosis; do not expose publicly)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "on SIGTERM/SIGINT, time to finish requests, drain the spool and flush before exiting")
+	fs.DurationVar(&c.ShutdownDelay, "shutdown-delay", c.ShutdownDelay, "on SIGTERM/SIGINT, time to keep serving with /readyz answering 503 and keep-alives off before the shutdown starts, so that load balancers take this instance out first (a second signal skips the rest); 0: none")
 }
 
 // RequestBytes is the share of the body budget (--max-inflight-bytes) that
@@ -309,6 +314,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 || c.ReadTimeout <= 0 || c.ReadHeaderTimeout <= 0 {
 		return errors.New("timeouts must be positive")
+	}
+	if c.ShutdownDelay < 0 {
+		return errors.New("--shutdown-delay must not be negative")
 	}
 	if c.ReadyInterval <= 0 {
 		return errors.New("the readiness interval must be positive")

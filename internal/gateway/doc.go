@@ -64,7 +64,8 @@
 // acknowledgement), the catalog's RPC calls in flight, the request
 // producer, the spool drain and the forwarder, the producer's flush. With
 // ack=spool, records left in the spool are no failure: they are durable and
-// sent on the next start.
+// sent on the next start. Before Shutdown, Drain (ShutdownDelay, for a load
+// balancer) keeps serving for a while with /readyz 503 and keep-alives off.
 //
 // # Readiness
 //

@@ -44,10 +44,11 @@ type Gateway struct {
 	router   *reply.Router
 	replies  reply.Transport // nil without request-reply services
 	srv      *http.Server
-	ln       net.Listener  // --listen
-	opsLn    net.Listener  // --ops-listen; nil without it
-	tlsLn    net.Listener  // the HTTPS one (ln itself without --tls-listen); nil without --tls-cert
-	certs    *certReloader // nil without --tls-cert
+	servers  []*http.Server // srv, and the --ops-listen one
+	ln       net.Listener   // --listen
+	opsLn    net.Listener   // --ops-listen; nil without it
+	tlsLn    net.Listener   // the HTTPS one (ln itself without --tls-listen); nil without --tls-cert
+	certs    *certReloader  // nil without --tls-cert
 	// kafkaCert is why the Kafka client certificate is not valid now
 	// (expired, or not yet valid): serve starts anyway, unready.
 	kafkaCert string
@@ -361,6 +362,35 @@ func (g *Gateway) BrokerAddr() string {
 // stopped it, if any. Of StartCatalog's, it carries the error of the first
 // server that failed.
 func (g *Gateway) Done() <-chan error { return g.served }
+
+// Drain is the first step of a graceful stop behind a load balancer, for
+// ShutdownDelay (--shutdown-delay): /readyz answers 503 ("shutting down")
+// at once, and the HTTP servers stop keeping connections alive (HTTP/1.1
+// answers carry "Connection: close", idle connections close, an HTTP/2
+// connection gets a GOAWAY once it is idle), so that load balancers take
+// the instance out and clients and proxies move their connections to the
+// other instances; every request is still served as before. It blocks
+// until ShutdownDelay has passed or ctx is done (a second signal), then
+// returns; Shutdown stops the gateway. With a ShutdownDelay of 0 it
+// returns at once and changes nothing. Safe to call more than once.
+func (g *Gateway) Drain(ctx context.Context) {
+	delay := g.cfg.ShutdownDelay
+	if delay <= 0 {
+		return
+	}
+	g.stopping.Store(true)
+	for _, s := range g.servers {
+		s.SetKeepAlivesEnabled(false)
+	}
+	g.log.Info("draining: /readyz answers 503 and connections are not kept alive, requests are still served", "delay", delay)
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		g.log.Info("draining cut short")
+	}
+}
 
 // Shutdown stops the gateway within ctx, in the reverse order of Start:
 // /readyz turns 503 at once; the HTTP server stops taking requests and

@@ -473,6 +473,7 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 	if g.opsLn != nil {
 		servers = append(servers, lns[len(lns)-1].srv)
 	}
+	g.servers = servers
 	stopAll := func() {
 		for _, s := range servers {
 			_ = s.Close()
