@@ -85,6 +85,8 @@ if [ "$cluster_phase" = 1 ]; then
 	scripts/cluster-tests.sh
 	echo "== the fleet proof: HAProxy, 3 instances, rolling restarts and a kill -9 under load (scripts/fleet.sh)" >&2
 	scripts/fleet.sh
+	echo "== the fleet proof once more, the instances as podman containers of the image (--ack spool)" >&2
+	FLEET_ACKS=spool scripts/fleet.sh --containers
 fi
 
 echo "== ops: Prometheus rules and their tests (promtool), the Grafana dashboard, docs/operating.md" >&2
