@@ -1,0 +1,290 @@
+package routes
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseRefuses(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ name, file, want string }{
+		{"unknown field", "routes:\n  - topic: a\n    tpoic: b\n", "line 3: field tpoic not found"},
+		{"duplicate key", "routes:\n  - topic: a\n    topic: b\n", "already defined"},
+		{"bad glob", "routes:\n  - topic: a\n  - match: {event: \"[a\"}\n    topic: b\n", "line 3: route 2 (route2): match.event: glob \"[a\""},
+		{"unknown template field", "routes:\n  - name: web\n    topic: \"{team}.events\"\n", "line 2: route 1 (web): topic \"{team}.events\": unknown field {team}"},
+		{"unbalanced template", "routes:\n  - topic: \"{group.events\"\n", "without its '}'"},
+		{"bad topic", "routes:\n  - topic: \"a b\"\n", "Kafka takes only"},
+		{"no topic", "routes:\n  - match: {client: web}\n", "topic: missing"},
+		{"bad key", "routes:\n  - topic: a\n    key: email\n", "key \"email\""},
+		{"rate out of range", "rules:\n  - action: sample\n    rate: 1.5\n", "line 2: rule 1 (rule1): rate"},
+		{"sample without rate", "rules:\n  - action: sample\n", "rate"},
+		{"bad action", "rules:\n  - action: delete\n", "action \"delete\""},
+		{"option of another action", "rules:\n  - action: drop\n    topic: x\n", "topic: not an option of action \"drop\""},
+		{"redirect bad topic", "rules:\n  - action: redirect\n    topic: \"x/y\"\n", "Kafka takes only"},
+		{"overflow rate", "overflow: {rate: 0, topic: o}\n", "overflow: rate 0"},
+		{"overflow key", "overflow: {key: email, rate: 1, topic: o}\n", "key \"email\""},
+		{"empty", "", "empty file"},
+		{"not a map", "- a\n", "cannot unmarshal"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(c.file))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Parse = %v, want an error with %q", err, c.want)
+			}
+		})
+	}
+}
+
+func mustTable(tb testing.TB, file string) *Table {
+	tb.Helper()
+	f, err := Parse([]byte(file))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return Compile(f, "events", "test", nil)
+}
+
+func TestDecideRoutes(t *testing.T) {
+	t.Parallel()
+	tb := mustTable(t, `
+routes:
+  - name: pay
+    match: {header: {X-Team: pay*}}
+    topic: payments
+  - name: web
+    match: {client: "web-*", event: "page_*"}
+    topic: "{client}.pages"
+    key: anon_id
+    dead_letter: web.invalid
+  - name: shop
+    match: {group: shop}
+    topic: "{group}.events"
+  - name: bad
+    match: {group: "bad*"}
+    topic: "{event}"
+`)
+	hdr := func(v string) func(string) string {
+		return func(n string) string {
+			if n == "X-Team" {
+				return v
+			}
+			return ""
+		}
+	}
+	cases := []struct {
+		name         string
+		in           Input
+		action       Action
+		topic, route string
+	}{
+		{"header first", Input{Client: "web-1", Event: "page_view", Header: hdr("payments")}, Deliver, "payments", "pay"},
+		{"client and event", Input{Client: "web-1", Event: "page_view", Group: "shop"}, Deliver, "web-1.pages", "web"},
+		{"next route", Input{Client: "web-1", Event: "click", Group: "shop"}, Deliver, "shop.events", "shop"},
+		{"default", Input{Client: "app", Event: "click", Group: "other"}, Deliver, "events", "default"},
+		{"bad topic", Input{Event: "a b", Group: "bad"}, DeadLetter, "a b", "bad"},
+	}
+	for _, c := range cases {
+		var d Decision
+		tb.Decide(&c.in, &d)
+		if d.Action != c.action || d.Topic != c.topic || d.Route != c.route {
+			t.Errorf("%s: got %+v, want action %d topic %q route %q", c.name, d, c.action, c.topic, c.route)
+		}
+	}
+	var d Decision
+	tb.Decide(&Input{Client: "web-1", Event: "page_view"}, &d)
+	if d.Key != KeyAnonID || d.DeadLetter != "web.invalid" {
+		t.Errorf("web route: key %d dead letter %q", d.Key, d.DeadLetter)
+	}
+	tb.Decide(&Input{Event: "a b", Group: "bad"}, &d)
+	if d.Reason != ReasonBadTopic {
+		t.Errorf("bad topic: reason %q", d.Reason)
+	}
+}
+
+func TestDecideRules(t *testing.T) {
+	t.Parallel()
+	tb := mustTable(t, `
+rules:
+  - {name: bots, match: {event: "bot_*"}, action: drop}
+  - {name: spam, match: {uid: "spammer"}, action: dead_letter, reason: abuse}
+  - {name: move, match: {client: legacy}, action: redirect, topic: legacy.events}
+`)
+	for _, c := range []struct {
+		in     Input
+		action Action
+		topic  string
+	}{
+		{Input{Event: "bot_ping"}, Drop, ""},
+		{Input{Event: "x", UID: []byte("spammer")}, DeadLetter, "events"},
+		{Input{Event: "x", Client: "legacy"}, Deliver, "legacy.events"},
+		{Input{Event: "x", Client: "app"}, Deliver, "events"},
+	} {
+		var d Decision
+		tb.Decide(&c.in, &d)
+		if d.Action != c.action || (c.topic != "" && d.Topic != c.topic) {
+			t.Errorf("%+v: got %+v", c.in, d)
+		}
+	}
+	st := tb.Stats()
+	got := fmt.Sprint(st[0].Counts(), st[1].Counts(), st[2].Counts(), st[3].Counts())
+	if want := "map[routed:1] map[dropped:1] map[dead_lettered:1] map[redirected:1]"; got != want {
+		t.Errorf("stats %s, want %s", got, want)
+	}
+}
+
+// Sampling 10% of 20,000 users keeps 10% ± 2% of them, all or none of
+// each user's events.
+func TestSampleByUser(t *testing.T) {
+	t.Parallel()
+	tb := mustTable(t, "rules:\n  - {name: tenth, action: sample, rate: 0.1, by: uid}\n")
+	const users, perUser = 20000, 5
+	kept := 0
+	for u := range users {
+		uid := []byte(fmt.Sprintf("user-%d", u))
+		n := 0
+		for range perUser {
+			var d Decision
+			tb.Decide(&Input{Event: "e", UID: uid}, &d)
+			if d.Action == Deliver {
+				n++
+			}
+		}
+		if n != 0 && n != perUser {
+			t.Fatalf("user %s: %d of %d events kept", uid, n, perUser)
+		}
+		if n == perUser {
+			kept++
+		}
+	}
+	if share := float64(kept) / users; share < 0.08 || share > 0.12 {
+		t.Fatalf("kept %d of %d users (%.3f), want 0.10 ± 0.02", kept, users, share)
+	}
+}
+
+// One key at 50x the others' rate goes to the overflow topic past its
+// limit; the others never do.
+func TestOverflow(t *testing.T) {
+	t.Parallel()
+	tb := mustTable(t, "overflow: {key: uid, rate: 10, burst: 10, topic: events.overflow, keys: 1000}\n")
+	now := time.Unix(0, 0)
+	tb.overflow.now = func() time.Time { return now }
+	hot, others := 0, 0
+	for tick := range 100 { // 10 s in steps of 100 ms
+		now = time.Unix(0, 0).Add(time.Duration(tick) * 100 * time.Millisecond)
+		for range 50 { // hot: 500 a second, 50x
+			var d Decision
+			tb.Decide(&Input{Event: "e", UID: []byte("hot")}, &d)
+			if d.Topic == "events.overflow" {
+				hot++
+			}
+		}
+		for u := range 20 { // others: 10 a second each
+			var d Decision
+			tb.Decide(&Input{Event: "e", UID: []byte(fmt.Sprint("u", u))}, &d)
+			if d.Topic != "events" {
+				others++
+			}
+		}
+	}
+	// hot may pass its burst plus 10 a second: 10 + 100 of 5000.
+	if hot < 5000-120 || hot > 5000-100 {
+		t.Errorf("hot key: %d of 5000 to the overflow topic, want about 4890", hot)
+	}
+	if others != 0 {
+		t.Errorf("%d events of keys within their rate went to the overflow topic", others)
+	}
+}
+
+func TestOverflowBounded(t *testing.T) {
+	t.Parallel()
+	tb := mustTable(t, "overflow: {key: uid, rate: 1, topic: o, keys: 100}\n")
+	for i := range 1000 {
+		var d Decision
+		tb.Decide(&Input{UID: []byte(fmt.Sprint(i))}, &d)
+	}
+	if n := tb.overflow.size(); n != 100 {
+		t.Fatalf("table holds %d keys, want its bound 100", n)
+	}
+}
+
+func TestReload(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "routes.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("routes:\n  - topic: one\n")
+	m := NewMetrics(nil)
+	w, err := Open(p, "events", nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic := func() string {
+		var d Decision
+		w.Load().Decide(&Input{Event: "e"}, &d)
+		return d.Topic
+	}
+	if got := topic(); got != "one" {
+		t.Fatalf("topic %q, want one", got)
+	}
+	write("routes:\n  - topic: two\n    bogus: 1\n")
+	if err := w.Reload(); err == nil || !strings.Contains(err.Error(), "bogus") {
+		t.Fatalf("bad file reloaded: %v", err)
+	}
+	if got := topic(); got != "one" {
+		t.Fatalf("after a bad file: topic %q, want the old routes (one)", got)
+	}
+	write("routes:\n  - topic: three\n")
+	if err := w.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := topic(); got != "three" {
+		t.Fatalf("after a good file: topic %q, want three", got)
+	}
+	if _, err := Open(filepath.Join(t.TempDir(), "none"), "events", nil, nil); err == nil {
+		t.Fatal("Open of a missing file: no error")
+	}
+}
+
+// BenchmarkDecide routes one event through 20 rules and routes (none
+// matching until the last route), against no routes file.
+func BenchmarkDecide(b *testing.B) {
+	var file strings.Builder
+	file.WriteString("rules:\n")
+	for i := range 10 {
+		fmt.Fprintf(&file, "  - {match: {event: \"bot_%d_*\"}, action: drop}\n", i)
+	}
+	file.WriteString("routes:\n")
+	for i := range 9 {
+		fmt.Fprintf(&file, "  - {match: {client: \"team%d-*\", group: g%d}, topic: \"t%d\"}\n", i, i, i)
+	}
+	file.WriteString("  - {match: {group: shop}, topic: shop.events, key: uid}\n")
+	tb := mustTable(b, file.String())
+	in := Input{Client: "web", Group: "shop", Event: "page_view", UID: []byte("user-1")}
+	b.Run("rules=20", func(b *testing.B) {
+		b.ReportAllocs()
+		var d Decision
+		for b.Loop() {
+			tb.Decide(&in, &d)
+		}
+		if d.Topic != "shop.events" {
+			b.Fatal(d.Topic)
+		}
+	})
+	b.Run("none", func(b *testing.B) {
+		b.ReportAllocs()
+		var t *Table
+		for b.Loop() {
+			if t != nil {
+				b.Fatal()
+			}
+		}
+	})
+}

@@ -1,0 +1,422 @@
+package routes
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Input is what routing reads of one event. Its byte slices are only read
+// during Decide.
+type Input struct {
+	Client, Group, Event, Endpoint string
+	UID, AnonID, ID                []byte
+	// Header returns a request header's value ("" when absent); nil for
+	// none.
+	Header func(name string) string
+}
+
+// Action is what becomes of an event.
+type Action uint8
+
+const (
+	Deliver    Action = iota // to Decision.Topic
+	Drop                     // no record; answered as accepted
+	DeadLetter               // to Decision.DeadLetter, with Decision.Reason
+)
+
+// Key is the field an event's record key comes from.
+type Key uint8
+
+const (
+	KeyDefault Key = iota // uid, else anon_id, else id (inlet's default)
+	KeyUID
+	KeyAnonID
+	KeyID
+	KeyProp // the props field Decision.KeyProp
+)
+
+// Decision is what routing made of one event.
+type Decision struct {
+	Action Action
+	// Topic is where a delivered event goes; Route the route's name (and
+	// RouteTopic its topic before a redirect or the overflow).
+	Topic, Route, RouteTopic string
+	// DeadLetter is the route's dead-letter topic; "" for the gateway's.
+	DeadLetter string
+	// Reason and Msg say why a dead-lettered event was (reason a word for
+	// inlet-reason and the answer).
+	Reason, Msg string
+	Key         Key
+	KeyProp     string
+}
+
+// Reasons of events dead-lettered by routing.
+const (
+	ReasonBadTopic  = "bad_topic"   // the topic template made a name Kafka refuses
+	ReasonRule      = "route_rule"  // a dead_letter rule
+	ReasonForbidden = "forbidden_topic"
+)
+
+// Table is one compiled routes file. It is immutable and safe for
+// concurrent use (its counters and overflow table are atomic or locked).
+type Table struct {
+	Version  string // the file's SHA-256, hex, cut to 12
+	routes   []route
+	rules    []rule
+	overflow *overflow
+	deflt    route
+}
+
+type route struct {
+	Route
+	topic, dead []tmplPart
+	static      string // the topic when it names no field
+	key         Key
+	keyProp     string
+	stats       *Stats
+	// client, group, event, endpoint, then the headers' (in hdrs order)
+	pats []pattern
+	hdrs []string
+}
+
+type rule struct {
+	Rule
+	by    field
+	pats  [4]pattern // event, client, uid, anon_id
+	keep  uint64 // sample: kept when hash < keep
+	stats *Stats
+}
+
+// Stats counts what a route or rule did. Its counters are atomic.
+type Stats struct {
+	Name, Kind string // Kind: route, rule or overflow
+	counts     [numCounts]atomic.Int64
+	metric     [numCounts]prometheus.Counter
+}
+
+// What Stats count.
+const (
+	cRouted = iota
+	cDropped
+	cSampledOut
+	cRedirected
+	cDeadLettered
+	cOverflowed
+	numCounts
+)
+
+var countNames = [numCounts]string{"routed", "dropped", "sampled_out", "redirected", "dead_lettered", "overflowed"}
+
+func (s *Stats) add(c int) {
+	s.counts[c].Add(1)
+	if m := s.metric[c]; m != nil {
+		m.Inc()
+	}
+}
+
+// Counts returns the non-zero counts by name.
+func (s *Stats) Counts() map[string]int64 {
+	out := map[string]int64{}
+	for i := range s.counts {
+		if n := s.counts[i].Load(); n != 0 {
+			out[countNames[i]] = n
+		}
+	}
+	return out
+}
+
+type field uint8
+
+const (
+	fUID field = iota + 1
+	fAnonID
+	fClient
+	fID
+)
+
+// fieldOf parses a field name; "" is def.
+func fieldOf(name string, def field) (field, bool) {
+	switch name {
+	case "":
+		return def, true
+	case "uid":
+		return fUID, true
+	case "anon_id":
+		return fAnonID, true
+	case "client":
+		return fClient, true
+	case "id":
+		return fID, true
+	}
+	return 0, false
+}
+
+func (in *Input) field(f field) []byte {
+	switch f {
+	case fUID:
+		return in.UID
+	case fAnonID:
+		return in.AnonID
+	case fID:
+		return in.ID
+	}
+	return nil
+}
+
+func parseKey(k string) (Key, error) {
+	switch {
+	case k == "":
+		return KeyDefault, nil
+	case k == "uid":
+		return KeyUID, nil
+	case k == "anon_id":
+		return KeyAnonID, nil
+	case k == "id":
+		return KeyID, nil
+	case strings.HasPrefix(k, "props.") && len(k) > len("props."):
+		return KeyProp, nil
+	}
+	return 0, fmt.Errorf("key %q: want uid, anon_id, id or props.NAME", k)
+}
+
+// Compile makes a Table of f, whose events not matched by any route go to
+// defaultTopic (--topic). m may be nil (no metrics).
+func Compile(f *File, defaultTopic, version string, m *Metrics) *Table {
+	t := &Table{Version: version}
+	stats := func(name, kind string) *Stats {
+		s := &Stats{Name: name, Kind: kind}
+		if m != nil {
+			for i := range s.metric {
+				s.metric[i] = m.events.WithLabelValues(kind, name, countNames[i])
+			}
+		}
+		return s
+	}
+	for i, r := range f.Routes {
+		cr := route{Route: r}
+		cr.Name = r.name(i)
+		cr.topic, _ = parseTemplate(r.Topic)
+		if len(cr.topic) == 1 && cr.topic[0].field == "" {
+			cr.static = r.Topic
+		}
+		if r.DeadLetter != "" {
+			cr.dead, _ = parseTemplate(r.DeadLetter)
+		}
+		cr.key, _ = parseKey(r.Key)
+		cr.keyProp = strings.TrimPrefix(r.Key, "props.")
+		cr.stats = stats(cr.Name, "route")
+		m := r.Match
+		cr.pats = []pattern{compileGlob(m.Client), compileGlob(m.Group), compileGlob(m.Event), compileGlob(m.Endpoint)}
+		for h, g := range m.Header {
+			cr.hdrs = append(cr.hdrs, h)
+			cr.pats = append(cr.pats, compileGlob(g))
+		}
+		t.routes = append(t.routes, cr)
+	}
+	t.deflt = route{Route: Route{Name: "default", Topic: defaultTopic}, static: defaultTopic, stats: stats("default", "route")}
+	for i, r := range f.Rules {
+		cr := rule{Rule: r}
+		cr.Name = r.name(i)
+		cr.by, _ = fieldOf(r.By, fUID)
+		if r.Rate != nil {
+			cr.keep = uint64(math.Min(*r.Rate*(1<<63), 1<<63)) << 1
+			if *r.Rate >= 1 {
+				cr.keep = math.MaxUint64
+			}
+		}
+		cr.stats = stats(cr.Name, "rule")
+		m := r.Match
+		cr.pats = [4]pattern{compileGlob(m.Event), compileGlob(m.Client), compileGlob(m.UID), compileGlob(m.AnonID)}
+		t.rules = append(t.rules, cr)
+	}
+	if o := f.Overflow; o != nil {
+		t.overflow = newOverflow(o, stats("overflow", "overflow"), time.Now)
+	}
+	return t
+}
+
+// Stats returns the counts of every route (the default one last), rule
+// and the overflow, in file order.
+func (t *Table) Stats() []*Stats {
+	var out []*Stats
+	for i := range t.routes {
+		out = append(out, t.routes[i].stats)
+	}
+	out = append(out, t.deflt.stats)
+	for i := range t.rules {
+		out = append(out, t.rules[i].stats)
+	}
+	if t.overflow != nil {
+		out = append(out, t.overflow.stats)
+	}
+	return out
+}
+
+// Decide routes one event into d: the first rule that matches acts on it,
+// then the first route that matches gives its topic, key and dead-letter
+// topic (the default route: --topic), then the overflow. It allocates
+// only for a topic template that names a field.
+func (t *Table) Decide(in *Input, d *Decision) {
+	*d = Decision{}
+	var redirect *rule
+	for i := range t.rules {
+		r := &t.rules[i]
+		if !r.matches(in) {
+			continue
+		}
+		switch r.Action {
+		case "drop":
+			r.stats.add(cDropped)
+			d.Action, d.Route = Drop, r.Name
+			return
+		case "sample":
+			if !r.kept(in) {
+				r.stats.add(cSampledOut)
+				d.Action, d.Route = Drop, r.Name
+				return
+			}
+		case "redirect":
+			redirect = r
+		case "dead_letter":
+			r.stats.add(cDeadLettered)
+			d.Action, d.Reason = DeadLetter, ReasonRule
+			d.Msg = fmt.Sprintf("dead-lettered by routes rule %q", r.Name)
+			if r.Reason != "" {
+				d.Msg += ": " + r.Reason
+			}
+			t.routeOf(in, d)
+			return
+		}
+		break
+	}
+	rt := t.routeOf(in, d)
+	if err := validTopic(d.Topic); err != nil {
+		rt.stats.add(cDeadLettered)
+		d.Action, d.Reason = DeadLetter, ReasonBadTopic
+		d.Msg = fmt.Sprintf("route %q made topic %q: %v", rt.Name, d.Topic, err)
+		return
+	}
+	d.RouteTopic = d.Topic
+	switch {
+	case redirect != nil:
+		redirect.stats.add(cRedirected)
+		d.Topic = redirect.Topic
+	case t.overflow != nil && t.overflow.over(in):
+		t.overflow.stats.add(cOverflowed)
+		d.Topic = t.overflow.Topic
+	default:
+		rt.stats.add(cRouted)
+	}
+}
+
+// routeOf fills d's topic, key and dead-letter topic from the first route
+// that matches in.
+func (t *Table) routeOf(in *Input, d *Decision) *route {
+	rt := &t.deflt
+	for i := range t.routes {
+		if t.routes[i].matches(in) {
+			rt = &t.routes[i]
+			break
+		}
+	}
+	d.Route, d.Key, d.KeyProp = rt.Name, rt.key, rt.keyProp
+	d.Topic = rt.static
+	if rt.static == "" {
+		d.Topic = expand(rt.topic, in)
+	}
+	if rt.dead != nil {
+		d.DeadLetter = expand(rt.dead, in)
+		if validTopic(d.DeadLetter) != nil {
+			d.DeadLetter = "" // the gateway's, rather than a record Kafka refuses
+		}
+	}
+	return rt
+}
+
+func expand(parts []tmplPart, in *Input) string {
+	if len(parts) == 1 && parts[0].field == "" {
+		return parts[0].text
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		switch p.field {
+		case "":
+			b.WriteString(p.text)
+		case "client":
+			b.WriteString(in.Client)
+		case "group":
+			b.WriteString(in.Group)
+		case "event":
+			b.WriteString(in.Event)
+		case "endpoint":
+			b.WriteString(in.Endpoint)
+		}
+	}
+	return b.String()
+}
+
+func (r *route) matches(in *Input) bool {
+	p := r.pats
+	if !p[0].match(in.Client) || !p[1].match(in.Group) || !p[2].match(in.Event) || !p[3].match(in.Endpoint) {
+		return false
+	}
+	for i, h := range r.hdrs {
+		v := ""
+		if in.Header != nil {
+			v = in.Header(h)
+		}
+		if !p[4+i].match(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *rule) matches(in *Input) bool {
+	p := &r.pats
+	return p[0].match(in.Event) && p[1].match(in.Client) && p[2].matchBytes(in.UID) && p[3].matchBytes(in.AnonID)
+}
+
+// kept reports whether a sample rule keeps in: by a hash of its field, so
+// every event of one user (uid) is kept, or none. An event without the
+// field is kept.
+func (r *rule) kept(in *Input) bool {
+	var v []byte
+	if r.by == fClient {
+		return hash64(r.Name, []byte(in.Client)) < r.keep || r.keep == math.MaxUint64
+	}
+	v = in.field(r.by)
+	if v == nil {
+		return true
+	}
+	return r.keep == math.MaxUint64 || hash64(r.Name, v) < r.keep
+}
+
+// hash64 is FNV-1a 64 of salt and v, with a final mix: the same on every
+// instance and every run, so a fleet samples the same users.
+func hash64(salt string, v []byte) uint64 {
+	const (
+		offset = 14695981039346656037
+		prime  = 1099511628211
+	)
+	h := uint64(offset)
+	for i := 0; i < len(salt); i++ {
+		h = (h ^ uint64(salt[i])) * prime
+	}
+	h = (h ^ 0xff) * prime
+	for _, c := range v {
+		h = (h ^ uint64(c)) * prime
+	}
+	// splitmix64's finalizer: FNV's low bits alone spread poorly.
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
+}

@@ -1,0 +1,161 @@
+package routes
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the routes' metrics.
+type Metrics struct {
+	events       *prometheus.CounterVec
+	reloadErrors prometheus.Counter
+	reloads      prometheus.Counter
+	loaded       *prometheus.GaugeVec
+}
+
+// NewMetrics registers the routes' metrics on reg (nil: none).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inlet_route_events_total",
+			Help: "Events by what routing did to them: per route (routed, dead_lettered), rule (dropped, sampled_out, redirected, dead_lettered) and the overflow (overflowed).",
+		}, []string{"kind", "name", "action"}),
+		reloadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inlet_routes_reload_errors_total",
+			Help: "Reloads of the routes file refused (the routes loaded before keep serving).",
+		}),
+		reloads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "inlet_routes_reloads_total",
+			Help: "Routes files loaded, the first included.",
+		}),
+		loaded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "inlet_routes_loaded_info",
+			Help: "1 for the routes file serving, by version (its SHA-256, cut to 12 hex digits).",
+		}, []string{"version"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.events, m.reloadErrors, m.reloads, m.loaded)
+	}
+	return m
+}
+
+// stamp is what the poll compares to see the file changed (as the
+// clients file's reload does).
+type stamp struct {
+	mod  time.Time
+	size int64
+}
+
+// Watcher holds the routes of a file and reloads them when it changes.
+// Load is safe for concurrent use; Start and Close are called once.
+type Watcher struct {
+	path, topic string
+	log         *slog.Logger
+	m           *Metrics
+	cur         atomic.Pointer[Table]
+
+	mu  sync.Mutex // one reload at a time; guards at and sum
+	at  stamp
+	sum [32]byte
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Open loads the routes file at path (an error if it is bad) for events
+// whose default topic is topic.
+func Open(path, topic string, log *slog.Logger, m *Metrics) (*Watcher, error) {
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	w := &Watcher{path: path, topic: topic, log: log, m: m}
+	if err := w.Reload(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Load returns the routes serving now.
+func (w *Watcher) Load() *Table { return w.cur.Load() }
+
+// Start polls the file every interval until Close.
+func (w *Watcher) Start(interval time.Duration) {
+	w.stop, w.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+				_ = w.reload(false)
+			}
+		}
+	}()
+}
+
+// Close stops the poll and waits for it.
+func (w *Watcher) Close() {
+	if w.stop != nil {
+		close(w.stop)
+		<-w.done
+	}
+}
+
+// Reload reads the file now. A bad file is refused (and counted, and
+// logged): the routes loaded before keep serving, whole.
+func (w *Watcher) Reload() error { return w.reload(true) }
+
+func (w *Watcher) reload(force bool) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fi, err := os.Stat(w.path)
+	if err == nil {
+		st := stamp{mod: fi.ModTime(), size: fi.Size()}
+		if !force && st == w.at {
+			return nil
+		}
+		w.at = st
+	}
+	b, err := os.ReadFile(w.path)
+	if err == nil {
+		sum := sha256.Sum256(b)
+		if !force && sum == w.sum { // touched, not changed
+			return nil
+		}
+		var f *File
+		if f, err = Parse(b); err == nil {
+			w.sum = sum
+			ver := hex.EncodeToString(sum[:])[:12]
+			t := Compile(f, w.topic, ver, w.m)
+			old := w.cur.Swap(t)
+			if old != nil {
+				w.m.loaded.DeleteLabelValues(old.Version)
+			}
+			w.m.loaded.WithLabelValues(ver).Set(1)
+			w.m.reloads.Inc()
+			if w.log != nil {
+				w.log.Info("routes: file loaded", "file", w.path, "version", ver, "routes", len(f.Routes), "rules", len(f.Rules), "overflow", f.Overflow != nil)
+			}
+			return nil
+		}
+	}
+	err = fmt.Errorf("routes: reading %s: %w", w.path, err)
+	if w.cur.Load() != nil {
+		w.m.reloadErrors.Inc()
+		if w.log != nil {
+			w.log.Error("routes: file not reloaded: keeping the routes loaded before; fix the file", "err", err, "version", w.cur.Load().Version)
+		}
+	}
+	return err
+}
