@@ -57,8 +57,8 @@ type Decision struct {
 
 // Reasons of events dead-lettered by routing.
 const (
-	ReasonBadTopic  = "bad_topic"   // the topic template made a name Kafka refuses
-	ReasonRule      = "route_rule"  // a dead_letter rule
+	ReasonBadTopic  = "bad_topic"  // the topic template made a name Kafka refuses
+	ReasonRule      = "route_rule" // a dead_letter rule
 	ReasonForbidden = "forbidden_topic"
 )
 
@@ -88,7 +88,7 @@ type rule struct {
 	Rule
 	by    field
 	pats  [4]pattern // event, client, uid, anon_id
-	keep  uint64 // sample: kept when hash < keep
+	keep  uint64     // sample: kept when hash < keep
 	stats *Stats
 }
 
