@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -120,6 +121,11 @@ func ValidateClients(cs []Client) error {
 		for _, g := range c.Groups {
 			if g == "" {
 				return fmt.Errorf("client %q: an empty group name in groups", c.ID)
+			}
+		}
+		for _, g := range c.Topics {
+			if _, err := path.Match(g, ""); err != nil || g == "" {
+				return fmt.Errorf("client %q: topics: %q is not a glob of topic names", c.ID, g)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"errors"
+	"path"
 	"time"
 )
 
@@ -18,6 +19,10 @@ type Client struct {
 	// DefaultGroup is the group of its events that name none; "" for the
 	// gateway's --catalog-default-group.
 	DefaultGroup string `json:"default_group,omitempty"`
+	// Topics are the topics (globs, path.Match syntax) the routes file
+	// (--routes) may send the client's events to; empty for all. An event
+	// routed elsewhere is rejected (forbidden_topic).
+	Topics []string `json:"topics,omitempty"`
 	// Rate is events (or catalog calls) per second; 0 for no limit. Burst
 	// is how many may come at once (default: Rate, at least 1).
 	Rate  float64 `json:"rate,omitzero"`
@@ -40,6 +45,19 @@ func (c *Client) Group() string {
 		return c.Groups[0]
 	}
 	return ""
+}
+
+// AllowTopic reports whether the client's events may go to topic.
+func (c *Client) AllowTopic(topic string) bool {
+	if len(c.Topics) == 0 {
+		return true
+	}
+	for _, g := range c.Topics {
+		if ok, _ := path.Match(g, topic); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Principal is an authenticated caller.

@@ -44,6 +44,7 @@ type Batch struct {
 	rnd       []byte // random bytes of the ids Build makes; reused
 	ids       string // every record's EventID, back to back, from Build on
 	topic     string
+	routed    bool // SetRoute was called: each record has room for 2 more headers
 	limit     int
 	now       time.Time
 }
@@ -59,7 +60,10 @@ type pending struct {
 	bad   *Invalid // why Add or Reject rejected it: no record here
 	group string
 	codeN int64
-	hs    []Header // its headers' room (4), in one array for the request
+	hs    []Header // its headers' room (4, 6 when routed), in one array for the request
+	route *Route   // where SetRoute sent it; nil: the batch's topic
+	rname span     // in out: route.Name
+	rtop  span     // in out: route.RouteTopic
 	idAt  [2]int   // in ids: where its EventID starts and ends
 }
 
@@ -256,11 +260,15 @@ func (b *Batch) Build() {
 	if cap(out) < size {
 		out = make([]byte, 0, size)
 	}
+	per := 4
+	if b.routed {
+		per = 6
+	}
 	hs := b.spareHs[:0]
-	if cap(hs) < 4*n {
-		hs = make([]Header, 4*n)
+	if cap(hs) < per*n {
+		hs = make([]Header, per*n)
 	} else {
-		hs = hs[:4*n]
+		hs = hs[:per*n]
 	}
 	b.spareOut, b.spareHs, b.hs = nil, nil, hs
 	b.rnd = slices.Grow(b.rnd[:0], 8*ids)[:8*ids]
@@ -271,7 +279,7 @@ func (b *Batch) Build() {
 		if p.bad != nil {
 			continue
 		}
-		p.hs, hs = hs[:4:4], hs[4:]
+		p.hs, hs = hs[:per:per], hs[per:]
 		start := len(out)
 		out = append(out, p.head.of(b.heads)...)
 		p.head = span{start, p.head.n}
@@ -302,6 +310,13 @@ func (b *Batch) Build() {
 			c := len(out)
 			out = strconv.AppendInt(out, p.codeN, 10)
 			p.code = spanOf(c, len(out))
+		}
+		if p.route != nil {
+			c := len(out)
+			out = append(out, p.route.Name...)
+			p.rname = spanOf(c, len(out))
+			out = append(out, p.route.RouteTopic...)
+			p.rtop = spanOf(len(out)-len(p.route.RouteTopic), len(out))
 		}
 	}
 	b.out = out
@@ -350,7 +365,83 @@ func (b *Batch) Record(i int) Record {
 	case p.f.anonID.ok():
 		key = b.str(p, p.f.anonID, p.f.anonIDEsc)
 	}
-	return Record{Topic: b.topic, Key: key, Value: p.value.of(out), Headers: hs, EventID: b.ids[p.idAt[0]:p.idAt[1]]}
+	topic := b.topic
+	if rt := p.route; rt != nil {
+		topic = rt.Topic
+		switch {
+		case rt.Key == KeyUID && p.f.uid.ok():
+			key = b.str(p, p.f.uid, p.f.uidEsc)
+		case rt.Key == KeyAnonID && p.f.anonID.ok():
+			key = b.str(p, p.f.anonID, p.f.anonIDEsc)
+		case rt.Key == KeyID:
+			key = id
+		case rt.Key == KeyValue && rt.KeyValue != nil:
+			key = rt.KeyValue
+		}
+		n := len(hs)
+		hs = p.hs[:n+2]
+		hs[n] = Header{Key: HeaderRoute, Value: p.rname.of(out)}
+		hs[n+1] = Header{Key: HeaderTopic, Value: p.rtop.of(out)}
+	}
+	return Record{Topic: topic, Key: key, Value: p.value.of(out), Headers: hs, EventID: b.ids[p.idAt[0]:p.idAt[1]]}
+}
+
+// Route is where a routes file (--routes) sends one event's record.
+type Route struct {
+	Topic      string // the record's topic
+	Name       string // the route's name (inlet-route)
+	RouteTopic string // the route's topic before a redirect or the overflow (inlet-topic)
+	Key        KeyField
+	KeyValue   []byte // the key, for KeyValue; the record keeps it
+}
+
+// KeyField is the field a routed record's key comes from; when the event
+// has no such field, the key is inlet's default (uid, else anon_id, else
+// the id).
+type KeyField uint8
+
+const (
+	KeyDefault KeyField = iota // uid, else anon_id, else the id
+	KeyUID
+	KeyAnonID
+	KeyID
+	KeyValue // Route.KeyValue
+)
+
+// SetRoute sends the i-th event's record to rt (kept, not copied, by b)
+// instead of the batch's topic. Call it before Build.
+func (b *Batch) SetRoute(i int, rt *Route) {
+	b.evs[i].route, b.routed = rt, true
+}
+
+// UID and AnonID are the i-th event's uid and anon_id, nil when absent;
+// valid until Build (they alias b).
+func (b *Batch) UID(i int) []byte {
+	p := &b.evs[i]
+	return b.strHead(p, p.f.uid, p.f.uidEsc)
+}
+
+func (b *Batch) AnonID(i int) []byte {
+	p := &b.evs[i]
+	return b.strHead(p, p.f.anonID, p.f.anonIDEsc)
+}
+
+// ClientID is the i-th event's own id, nil when it sent none; valid until
+// Build.
+func (b *Batch) ClientID(i int) []byte {
+	p := &b.evs[i]
+	return b.strHead(p, p.f.id, p.f.idEsc)
+}
+
+// strHead is str before Build: in the events' heads.
+func (b *Batch) strHead(p *pending, s span, esc []byte) []byte {
+	if esc != nil {
+		return esc
+	}
+	if !s.ok() {
+		return nil
+	}
+	return s.shift(p.head.off).of(b.heads)
 }
 
 // str is a string field of p: decoded apart when sent with escapes, else

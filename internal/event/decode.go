@@ -328,6 +328,15 @@ const (
 	// ReasonForbiddenGroup: the event's group is not one its client may
 	// send (--auth). Ingest sets it.
 	ReasonForbiddenGroup Reason = "forbidden_group"
+	// ReasonForbiddenTopic: the event's route sends it to a topic its
+	// client may not write (--clients topics). Ingest sets it.
+	ReasonForbiddenTopic Reason = "forbidden_topic"
+	// ReasonBadTopic: the event's route made a topic name Kafka refuses
+	// (--routes). Ingest sets it.
+	ReasonBadTopic Reason = "bad_topic"
+	// ReasonRouteRule: a dead_letter rule of the routes file matched the
+	// event (--routes). Ingest sets it.
+	ReasonRouteRule Reason = "route_rule"
 )
 
 // Invalid says why one event was rejected.

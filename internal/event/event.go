@@ -47,6 +47,11 @@ const (
 	// property within props ("" for the event itself), e.g.
 	// [{"type":"required_missing","path":"/price"}].
 	HeaderViolations = "inlet-violations"
+	// HeaderRoute and HeaderTopic are on records routed by a routes file
+	// (--routes): the route's name, and the topic it chose (the record's
+	// topic but after a redirect rule or the overflow).
+	HeaderRoute = "inlet-route"
+	HeaderTopic = "inlet-topic"
 )
 
 // Header is one Kafka record header.

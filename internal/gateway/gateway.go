@@ -21,6 +21,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/membudget"
 	"github.com/inlet-dev/inlet/internal/reply"
+	"github.com/inlet-dev/inlet/internal/routes"
 	"github.com/inlet-dev/inlet/internal/spool"
 )
 
@@ -58,6 +59,7 @@ type Gateway struct {
 	auth         *auth.Authenticator
 	catalog      *catalog.Catalog
 	catalogCheck *catalogCheck
+	routeTable   *routes.Watcher // nil without --routes
 	grpcLn       net.Listener
 	thriftLn     net.Listener
 
@@ -133,6 +135,9 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	sink = g.startUI(mux, sink, cfg.UI) // the live page taps what was acknowledged
 	opts, err := g.startCatalog()
 	if err != nil {
+		return nil, err
+	}
+	if opts, err = g.startRoutes(opts); err != nil {
 		return nil, err
 	}
 	ic.DefaultGroup = cfg.Catalog.DefaultGroup

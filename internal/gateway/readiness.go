@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/inlet-dev/inlet/internal/kafka"
+	"github.com/inlet-dev/inlet/internal/routes"
 )
 
 // Readiness is the body of /readyz: whether the gateway takes events now,
@@ -31,6 +32,9 @@ type Readiness struct {
 	// Catalog is the catalog's store, for information: it never makes the
 	// gateway unready (ingest lets events through without a code).
 	Catalog *CatalogState `json:"catalog,omitempty"`
+	// Routes is the routes file serving (--routes) and what each route
+	// and rule did, for information.
+	Routes *routes.State `json:"routes,omitempty"`
 }
 
 // RPCState is the request-reply part of /readyz.
@@ -210,6 +214,9 @@ func (g *Gateway) Ready() Readiness {
 	}
 	if g.catalogCheck != nil {
 		rd.Catalog = g.catalogCheck.report()
+	}
+	if g.routeTable != nil {
+		rd.Routes = g.routeTable.State()
 	}
 	if g.spool != nil {
 		st := g.spool.Stats()

@@ -66,6 +66,9 @@ var (
 type Config struct {
 	Topic           string // events topic
 	DeadLetterTopic string // invalid events; empty means Topic + ".invalid"
+	// Routes is the routes file (--routes); "" sends every event to Topic.
+	// The gateway opens it and hands it over with WithRoutes.
+	Routes string
 
 	MaxBodyBytes         int64 // request body as sent (413 past it)
 	MaxDecompressedBytes int64 // body after gzip/zstd (413 past it)

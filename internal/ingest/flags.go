@@ -10,6 +10,7 @@ import (
 // them); the defaults are c's values.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Topic, "topic", c.Topic, "topic events are written to")
+	fs.StringVar(&c.Routes, "routes", c.Routes, "routes file (YAML): each event's topic, key and dead-letter topic, runtime rules (drop, sample, redirect) and per-key overflow; reloaded on change (default: every event to --topic)")
 	fs.StringVar(&c.DeadLetterTopic, "dead-letter-topic", c.DeadLetterTopic, "topic invalid events are written to (default <topic>.invalid)")
 	cliflag.Bytes(fs, &c.MaxBodyBytes, "max-body-bytes", "largest request body as sent (413 past it)")
 	cliflag.Bytes(fs, &c.MaxDecompressedBytes, "max-decompressed-bytes", "largest request body after gzip/zstd decompression (413 past it)")

@@ -67,7 +67,7 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 		items := [][]byte{raw}
 		b.Add(raw)
 		var ans Answer
-		recs, ans, t = s.records(r, b, items, meta, p)
+		recs, ans, t = s.records(r, "pixel", b, items, meta, p)
 		accepted = ans.Accepted
 	}
 	if !s.writePixel(w, r, recs) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/catalog"
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/ratelog"
+	"github.com/inlet-dev/inlet/internal/routes"
 )
 
 // Authenticator checks the credentials of ingest requests (--auth); an
@@ -59,13 +61,22 @@ func WithAuth(a Authenticator) Option { return func(s *Server) { s.auth = a } }
 // catalog's mode. A nil c is no catalog.
 func WithCatalog(c Catalog) Option { return func(s *Server) { s.cat = c } }
 
+// Routes gives the routes serving now (--routes); a *routes.Watcher is
+// one. Load must be safe for concurrent use.
+type Routes interface{ Load() *routes.Table }
+
+// WithRoutes routes each event by the routes file: its topic, key and
+// dead-letter topic, the runtime rules and the overflow. A nil rt is no
+// routes: every event goes to Config.Topic.
+func WithRoutes(rt Routes) Option { return func(s *Server) { s.routes = rt } }
+
 // unresolvedWarnEvery is how often events let through without a code are
 // logged: a store outage hits every event.
 const unresolvedWarnEvery = 10 * time.Second
 
 // planned reports whether events need more than parsing: a group, a
 // client's admission, a catalog answer.
-func (s *Server) planned() bool { return s.auth != nil || s.cat != nil }
+func (s *Server) planned() bool { return s.auth != nil || s.cat != nil || s.routes != nil }
 
 // initPlan sets what WithAuth and WithCatalog need, after the options ran.
 func (s *Server) initPlan() {
@@ -185,7 +196,7 @@ func (t *tally) count(m *Metrics, mode catalog.Mode) {
 // events, and each event gets its code or is checked against the plan.
 // Each event was read once (Batch.Add, in add) and its record is laid out
 // once its code is known (Batch.Build).
-func (s *Server) recordsPlanned(r *http.Request, b *event.Batch, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
+func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
 	evs := make([]planned, len(items))
 	bads := make([]*event.Invalid, len(items))
 	var (
@@ -234,6 +245,10 @@ func (s *Server) recordsPlanned(r *http.Request, b *event.Batch, items [][]byte,
 		cancel()
 	}
 
+	var rt *routing
+	if s.routes != nil {
+		rt = newRouting(s.routes.Load(), r, endpoint, len(items))
+	}
 	var t tally
 	// viols[i] are the violations of event i: let through in its header
 	// when it is accepted, or why it was rejected.
@@ -250,6 +265,9 @@ func (s *Server) recordsPlanned(r *http.Request, b *event.Batch, items [][]byte,
 			}
 			e.Props = nil
 		}
+		if bads[i] == nil && rt != nil {
+			bads[i] = rt.route(b, i, e, meta.Client, p)
+		}
 		if bads[i] != nil {
 			b.Reject(i, bads[i])
 			continue
@@ -262,8 +280,15 @@ func (s *Server) recordsPlanned(r *http.Request, b *event.Batch, items [][]byte,
 	ans := Answer{Rejected: []Rejection{}}
 	for i, raw := range items {
 		vs := viols[i]
+		if rt != nil && rt.dropped(i) {
+			ans.Accepted++ // dropped by a rule: not the client's error
+			continue
+		}
 		if bad := bads[i]; bad != nil {
 			rec := s.deadLetter(raw, bad, meta)
+			if rt != nil && rt.dead[i] != "" {
+				rec.Topic = rt.dead[i]
+			}
 			if len(vs) > 0 {
 				rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(vs)})
 				t.violations = appendTypes(t.violations, vs)
@@ -279,6 +304,9 @@ func (s *Server) recordsPlanned(r *http.Request, b *event.Batch, items [][]byte,
 		}
 		recs[i] = rec
 		ans.Accepted++
+	}
+	if rt != nil && rt.drops > 0 { // dropped events have no record
+		recs = slices.DeleteFunc(recs, func(r event.Record) bool { return r.Value == nil })
 	}
 	return recs, ans, t
 }

@@ -48,6 +48,7 @@ type Server struct {
 	// With WithAuth and WithCatalog (plan.go); nil without.
 	auth           Authenticator
 	cat            Catalog
+	routes         Routes
 	mode           catalog.Mode // cat's
 	defaultGroup   string
 	unresolvedWarn *ratelog.Limiter
@@ -285,7 +286,11 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		s.writeError(w, herr)
 		return
 	}
-	recs, ans, t := s.records(r, b, items, meta, p)
+	endpoint := "batch"
+	if single {
+		endpoint = "track"
+	}
+	recs, ans, t := s.records(r, endpoint, b, items, meta, p)
 	var ok bool
 	if ok, done = s.write(w, detached(r), recs); !ok {
 		return
@@ -349,9 +354,9 @@ func (s *Server) add(b *event.Batch, items [][]byte, body []byte, f event.Format
 
 // records turns a request's events, read into b (add), into their records,
 // and the answer that says which were rejected and why.
-func (s *Server) records(r *http.Request, b *event.Batch, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
+func (s *Server) records(r *http.Request, endpoint string, b *event.Batch, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
 	if s.planned() {
-		return s.recordsPlanned(r, b, items, meta, p)
+		return s.recordsPlanned(r, endpoint, b, items, meta, p)
 	}
 	b.Build()
 	recs := b.RecordSlice(len(items))

@@ -159,3 +159,27 @@ func (w *Watcher) reload(force bool) error {
 	}
 	return err
 }
+
+// State is the routes part of /readyz.
+type State struct {
+	File    string       `json:"file"`
+	Version string       `json:"version"`
+	Counts  []RouteState `json:"counts"`
+}
+
+// RouteState is what one route, rule or the overflow did.
+type RouteState struct {
+	Kind   string           `json:"kind"` // route, rule or overflow
+	Name   string           `json:"name"`
+	Events map[string]int64 `json:"events"`
+}
+
+// State reports the routes serving and their counts (since they loaded).
+func (w *Watcher) State() *State {
+	t := w.Load()
+	st := &State{File: w.path, Version: t.Version}
+	for _, s := range t.Stats() {
+		st.Counts = append(st.Counts, RouteState{Kind: s.Kind, Name: s.Name, Events: s.Counts()})
+	}
+	return st
+}

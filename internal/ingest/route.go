@@ -1,0 +1,119 @@
+package ingest
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/routes"
+)
+
+// routing is the routes file's decisions on one request's events.
+type routing struct {
+	t    *routes.Table
+	in   routes.Input
+	d    routes.Decision
+	rts  []event.Route // per event: where its record goes
+	dead []string      // per event: its dead-letter topic, "" for the gateway's
+	drop []bool        // per event: dropped by a rule
+	// drops is how many events were dropped.
+	drops int
+}
+
+func newRouting(t *routes.Table, r *http.Request, endpoint string, n int) *routing {
+	rt := &routing{t: t, rts: make([]event.Route, n), dead: make([]string, n)}
+	rt.in.Endpoint = endpoint
+	rt.in.Header = r.Header.Get
+	return rt
+}
+
+func (rt *routing) dropped(i int) bool { return rt.drop != nil && rt.drop[i] }
+
+// route decides the i-th event of b, of group e.Group, from client:
+// its record's route (SetRoute), or its rejection (dead-lettered to the
+// route's dead-letter topic), or its drop (no record, no rejection). An
+// event routed to a topic outside its client's topics is rejected
+// (forbidden_topic): the topic a route chose is checked, not a redirect
+// or overflow topic, which the operator chose.
+func (rt *routing) route(b *event.Batch, i int, e *planned, client string, p auth.Principal) *event.Invalid {
+	in, d := &rt.in, &rt.d
+	in.Client, in.Group, in.Event = client, e.Group, e.Event
+	in.UID, in.AnonID, in.ID = b.UID(i), b.AnonID(i), b.ClientID(i)
+	rt.t.Decide(in, d)
+	rt.dead[i] = d.DeadLetter
+	switch d.Action {
+	case routes.Drop:
+		if rt.drop == nil {
+			rt.drop = make([]bool, len(rt.rts))
+		}
+		rt.drop[i] = true
+		rt.drops++
+		return dropped
+	case routes.DeadLetter:
+		return &event.Invalid{Reason: event.Reason(d.Reason), Msg: d.Msg}
+	}
+	if p.Client != nil && !p.Client.AllowTopic(d.RouteTopic) {
+		return &event.Invalid{Reason: event.ReasonForbiddenTopic,
+			Msg: fmt.Sprintf("client %q may not send events to topic %q (route %q)", client, d.RouteTopic, d.Route)}
+	}
+	r := &rt.rts[i]
+	*r = event.Route{Topic: d.Topic, Name: d.Route, RouteTopic: d.RouteTopic}
+	switch d.Key {
+	case routes.KeyUID:
+		r.Key = event.KeyUID
+	case routes.KeyAnonID:
+		r.Key = event.KeyAnonID
+	case routes.KeyID:
+		r.Key = event.KeyID
+	case routes.KeyProp:
+		if v := propString(b.Props(i), d.KeyProp); v != nil {
+			r.Key, r.KeyValue = event.KeyValue, v
+		}
+	}
+	b.SetRoute(i, r)
+	return nil
+}
+
+// dropped marks an event a rule dropped: Build makes no record of it.
+var dropped = &event.Invalid{Reason: "dropped", Msg: "dropped by a routes rule"}
+
+// propString is the top-level field name of props (a JSON object) as a
+// record key: a string's contents, a number or boolean as written; nil
+// when absent, null or an object or array. It is a copy.
+func propString(props []byte, name string) []byte {
+	if props == nil {
+		return nil
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(props))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil
+	}
+	for dec.PeekKind() != '}' {
+		k, err := dec.ReadToken()
+		if err != nil {
+			return nil
+		}
+		if k.String() != name {
+			if dec.SkipValue() != nil {
+				return nil
+			}
+			continue
+		}
+		v, err := dec.ReadToken()
+		if err != nil {
+			return nil
+		}
+		switch v.Kind() {
+		case '"':
+			return []byte(v.String())
+		case '0', 't', 'f':
+			return []byte(v.String())
+		}
+		return nil
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package ingest
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/routes"
+)
+
+// fixedRoutes serves one Table.
+type fixedRoutes struct{ t *routes.Table }
+
+func (f fixedRoutes) Load() *routes.Table { return f.t }
+
+func routesOf(tb testing.TB, file string) fixedRoutes {
+	tb.Helper()
+	f, err := routes.Parse([]byte(file))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return fixedRoutes{routes.Compile(f, "events", "test", nil)}
+}
+
+const testRoutes = `
+rules:
+  - {name: bots, match: {event: "bot_*"}, action: drop}
+routes:
+  - name: pixel
+    match: {endpoint: pixel}
+    topic: pixels
+  - name: team
+    match: {header: {X-Team: "*"}, event: "team_*"}
+    topic: "{event}"
+    dead_letter: team.invalid
+  - name: shop
+    match: {group: shop}
+    topic: "{group}.events"
+    key: props.order
+  - name: web
+    match: {client: web}
+    topic: web.events
+    key: anon_id
+`
+
+func TestRoutesBatch(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, WithRoutes(routesOf(t, testRoutes)), WithAuth(newFakeAuth()))
+	body := `[{"event":"buy","uid":"u1","props":{"order":"o-7"},"context":{"group":"shop"}},` +
+		`{"event":"bot_ping"},` +
+		`{"event":"view","uid":"u2","anon_id":"a2"},` +
+		`{"event":"team_a b"},` +
+		`{"event":"other","context":{"group":"x"}}]`
+	r := h.do(t, "POST", "/v1/batch", []byte(body), "Content-Type", "application/json", "Authorization", basic("web", "web-secret-0123456789"), "X-Team", "t1")
+	if r.status != http.StatusOK {
+		t.Fatalf("answer %s", r)
+	}
+	a := decodeAnswer(t, r)
+	// bot_ping is dropped: accepted, with no record; "team_a b" makes a topic Kafka refuses.
+	if a.Accepted != 4 || len(a.Rejected) != 1 || a.Rejected[0].Index != 3 || !strings.Contains(a.Rejected[0].Error, `"team_a b"`) {
+		t.Fatalf("answer %s: want 4 accepted, event 3 rejected for its topic", r)
+	}
+	recs := h.sink.records()
+	if len(recs) != 4 {
+		t.Fatalf("%d records, want 4 (the dropped event has none)", len(recs))
+	}
+	want := []struct{ topic, key, route string }{
+		{"shop.events", "o-7", "shop"},
+		{"web.events", "a2", "web"},
+		{"team.invalid", "", ""},
+		{"web.events", "", "web"},
+	}
+	for i, w := range want {
+		rec := recs[i]
+		if rec.Topic != w.topic {
+			t.Errorf("record %d: topic %q, want %q", i, rec.Topic, w.topic)
+		}
+		if w.key != "" && string(rec.Key) != w.key {
+			t.Errorf("record %d: key %q, want %q", i, rec.Key, w.key)
+		}
+		if got, _ := header(rec, event.HeaderRoute); got != w.route {
+			t.Errorf("record %d: %s %q, want %q", i, event.HeaderRoute, got, w.route)
+		}
+		if w.route != "" {
+			if got, _ := header(rec, event.HeaderTopic); got != w.topic {
+				t.Errorf("record %d: %s %q, want %q", i, event.HeaderTopic, got, w.topic)
+			}
+		}
+	}
+	if got, _ := header(recs[2], event.HeaderReason); got != string(event.ReasonBadTopic) {
+		t.Errorf("dead letter reason %q, want %s", got, event.ReasonBadTopic)
+	}
+}
+
+func TestRoutesTrackAndPixel(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, WithRoutes(routesOf(t, testRoutes+"  - {name: track, match: {endpoint: track}, topic: tracked}\n")))
+	r := h.do(t, "POST", "/v1/track", []byte(`{"event":"view","uid":"u1"}`), "Content-Type", "application/json")
+	if r.status != http.StatusOK {
+		t.Fatalf("track: %s", r)
+	}
+	r = h.do(t, "GET", "/i?e=pixel_view&uid=u1", nil)
+	if r.status != http.StatusOK {
+		t.Fatalf("pixel: %s", r)
+	}
+	r = h.do(t, "POST", "/v1/track", []byte(`{"event":"bot_x"}`), "Content-Type", "application/json")
+	if a := decodeAnswer(t, r); r.status != http.StatusOK || a.Accepted != 1 {
+		t.Fatalf("dropped event: %s, want 200 and accepted", r)
+	}
+	recs := h.sink.records()
+	if len(recs) != 2 || recs[0].Topic != "tracked" || recs[1].Topic != "pixels" {
+		t.Fatalf("records %v, want one to tracked, one to pixels", topics(recs))
+	}
+}
+
+// A client limited to its topics has each event routed elsewhere rejected
+// (forbidden_topic) and dead-lettered; its others are stored.
+func TestRoutesForbiddenTopic(t *testing.T) {
+	t.Parallel()
+	fa := newFakeAuth()
+	fa.clients["shop"].client.Topics = []string{"shop.*"}
+	h := newHarness(t, nil, WithAuth(fa), WithRoutes(routesOf(t, "routes:\n  - {topic: \"{group}.events\", dead_letter: \"{client}.invalid\"}\n")))
+	body := `[{"event":"a","context":{"group":"shop"}},{"event":"b","context":{"group":"payments"}}]`
+	r := h.do(t, "POST", "/v1/batch", []byte(body), "Content-Type", "application/json", "Authorization", basic("shop", "shop-secret-0123456789"))
+	a := decodeAnswer(t, r)
+	if r.status != http.StatusOK || a.Accepted != 1 || len(a.Rejected) != 1 || a.Rejected[0].Index != 1 ||
+		!strings.Contains(unquote(r.body), `may not send events to topic "payments.events"`) {
+		t.Fatalf("answer %s: want event 1 rejected for its topic", r)
+	}
+	recs := h.sink.records()
+	if len(recs) != 2 || recs[0].Topic != "shop.events" || recs[1].Topic != "shop.invalid" {
+		t.Fatalf("records %v, want shop.events and the dead letter in shop.invalid", topics(recs))
+	}
+	if got, _ := header(recs[1], event.HeaderReason); got != string(event.ReasonForbiddenTopic) {
+		t.Errorf("dead letter reason %q, want forbidden_topic", got)
+	}
+}
+
+// Without routes, records carry no route header.
+func TestNoRoutesNoHeader(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	h.do(t, "POST", "/v1/track", []byte(`{"event":"view"}`), "Content-Type", "application/json")
+	recs := h.sink.records()
+	if len(recs) != 1 || recs[0].Topic != "events" || len(recs[0].Headers) != 3 {
+		t.Fatalf("records %v", recs)
+	}
+}
+
+func topics(recs []event.Record) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Topic)
+	}
+	return out
+}
