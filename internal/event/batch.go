@@ -188,6 +188,12 @@ func (b *Batch) Name(i int) string {
 	return string(p.f.name.shift(p.head.off).of(b.heads))
 }
 
+// NameBytes is Name without a copy: valid until Build (it aliases b).
+func (b *Batch) NameBytes(i int) []byte {
+	p := &b.evs[i]
+	return b.strHead(p, p.f.name, p.f.nameEsc)
+}
+
 // Props is the i-th event's props object, compacted, or nil; it is valid
 // until Build.
 func (b *Batch) Props(i int) []byte {

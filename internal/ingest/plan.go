@@ -212,7 +212,9 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 		e := &evs[i]
 		bad := b.Invalid(i)
 		if bad == nil {
-			e.Event = b.Name(i)
+			if s.auth != nil || s.cat != nil { // routes alone read the name in place
+				e.Event = b.Name(i)
+			}
 			e.Group, bad = s.group(b, i, p)
 		}
 		if bad == nil && s.auth != nil {

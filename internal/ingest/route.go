@@ -41,7 +41,7 @@ func (rt *routing) dropped(i int) bool { return rt.drop != nil && rt.drop[i] }
 // or overflow topic, which the operator chose.
 func (rt *routing) route(b *event.Batch, i int, e *planned, client string, p auth.Principal) *event.Invalid {
 	in, d := &rt.in, &rt.d
-	in.Client, in.Group, in.Event = client, e.Group, e.Event
+	in.Client, in.Group, in.Event = client, e.Group, b.NameBytes(i)
 	in.UID, in.AnonID, in.ID = b.UID(i), b.AnonID(i), b.ClientID(i)
 	rt.t.Decide(in, d)
 	rt.dead[i] = d.DeadLetter

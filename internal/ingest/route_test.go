@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -154,4 +155,22 @@ func topics(recs []event.Record) []string {
 		out = append(out, r.Topic)
 	}
 	return out
+}
+
+// BenchmarkIngestRoutes is BenchmarkIngest with a routes file of 20 rules
+// and routes, the last route matching every event, against none in the
+// same run.
+func BenchmarkIngestRoutes(b *testing.B) {
+	var file strings.Builder
+	file.WriteString("rules:\n")
+	for i := range 10 {
+		fmt.Fprintf(&file, "  - {match: {event: \"bot_%d_*\"}, action: drop}\n", i)
+	}
+	file.WriteString("routes:\n")
+	for i := range 9 {
+		fmt.Fprintf(&file, "  - {match: {client: \"team%d-*\", group: g%d}, topic: \"t%d\"}\n", i, i, i)
+	}
+	file.WriteString("  - {match: {event: \"page_view_*\"}, topic: pages, key: uid}\n")
+	b.Run("routes=none", func(b *testing.B) { benchIngest(b) })
+	b.Run("routes=20", func(b *testing.B) { benchIngest(b, WithRoutes(routesOf(b, file.String()))) })
 }

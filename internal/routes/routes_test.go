@@ -82,11 +82,11 @@ routes:
 		action       Action
 		topic, route string
 	}{
-		{"header first", Input{Client: "web-1", Event: "page_view", Header: hdr("payments")}, Deliver, "payments", "pay"},
-		{"client and event", Input{Client: "web-1", Event: "page_view", Group: "shop"}, Deliver, "web-1.pages", "web"},
-		{"next route", Input{Client: "web-1", Event: "click", Group: "shop"}, Deliver, "shop.events", "shop"},
-		{"default", Input{Client: "app", Event: "click", Group: "other"}, Deliver, "events", "default"},
-		{"bad topic", Input{Event: "a b", Group: "bad"}, DeadLetter, "a b", "bad"},
+		{"header first", Input{Client: "web-1", Event: []byte("page_view"), Header: hdr("payments")}, Deliver, "payments", "pay"},
+		{"client and event", Input{Client: "web-1", Event: []byte("page_view"), Group: "shop"}, Deliver, "web-1.pages", "web"},
+		{"next route", Input{Client: "web-1", Event: []byte("click"), Group: "shop"}, Deliver, "shop.events", "shop"},
+		{"default", Input{Client: "app", Event: []byte("click"), Group: "other"}, Deliver, "events", "default"},
+		{"bad topic", Input{Event: []byte("a b"), Group: "bad"}, DeadLetter, "a b", "bad"},
 	}
 	for _, c := range cases {
 		var d Decision
@@ -96,11 +96,11 @@ routes:
 		}
 	}
 	var d Decision
-	tb.Decide(&Input{Client: "web-1", Event: "page_view"}, &d)
+	tb.Decide(&Input{Client: "web-1", Event: []byte("page_view")}, &d)
 	if d.Key != KeyAnonID || d.DeadLetter != "web.invalid" {
 		t.Errorf("web route: key %d dead letter %q", d.Key, d.DeadLetter)
 	}
-	tb.Decide(&Input{Event: "a b", Group: "bad"}, &d)
+	tb.Decide(&Input{Event: []byte("a b"), Group: "bad"}, &d)
 	if d.Reason != ReasonBadTopic {
 		t.Errorf("bad topic: reason %q", d.Reason)
 	}
@@ -119,10 +119,10 @@ rules:
 		action Action
 		topic  string
 	}{
-		{Input{Event: "bot_ping"}, Drop, ""},
-		{Input{Event: "x", UID: []byte("spammer")}, DeadLetter, "events"},
-		{Input{Event: "x", Client: "legacy"}, Deliver, "legacy.events"},
-		{Input{Event: "x", Client: "app"}, Deliver, "events"},
+		{Input{Event: []byte("bot_ping")}, Drop, ""},
+		{Input{Event: []byte("x"), UID: []byte("spammer")}, DeadLetter, "events"},
+		{Input{Event: []byte("x"), Client: "legacy"}, Deliver, "legacy.events"},
+		{Input{Event: []byte("x"), Client: "app"}, Deliver, "events"},
 	} {
 		var d Decision
 		tb.Decide(&c.in, &d)
@@ -149,7 +149,7 @@ func TestSampleByUser(t *testing.T) {
 		n := 0
 		for range perUser {
 			var d Decision
-			tb.Decide(&Input{Event: "e", UID: uid}, &d)
+			tb.Decide(&Input{Event: []byte("e"), UID: uid}, &d)
 			if d.Action == Deliver {
 				n++
 			}
@@ -178,14 +178,14 @@ func TestOverflow(t *testing.T) {
 		now = time.Unix(0, 0).Add(time.Duration(tick) * 100 * time.Millisecond)
 		for range 50 { // hot: 500 a second, 50x
 			var d Decision
-			tb.Decide(&Input{Event: "e", UID: []byte("hot")}, &d)
+			tb.Decide(&Input{Event: []byte("e"), UID: []byte("hot")}, &d)
 			if d.Topic == "events.overflow" {
 				hot++
 			}
 		}
 		for u := range 20 { // others: 10 a second each
 			var d Decision
-			tb.Decide(&Input{Event: "e", UID: []byte(fmt.Sprint("u", u))}, &d)
+			tb.Decide(&Input{Event: []byte("e"), UID: []byte(fmt.Sprint("u", u))}, &d)
 			if d.Topic != "events" {
 				others++
 			}
@@ -228,7 +228,7 @@ func TestReload(t *testing.T) {
 	}
 	topic := func() string {
 		var d Decision
-		w.Load().Decide(&Input{Event: "e"}, &d)
+		w.Load().Decide(&Input{Event: []byte("e")}, &d)
 		return d.Topic
 	}
 	if got := topic(); got != "one" {
@@ -267,7 +267,7 @@ func BenchmarkDecide(b *testing.B) {
 	}
 	file.WriteString("  - {match: {group: shop}, topic: shop.events, key: uid}\n")
 	tb := mustTable(b, file.String())
-	in := Input{Client: "web", Group: "shop", Event: "page_view", UID: []byte("user-1")}
+	in := Input{Client: "web", Group: "shop", Event: []byte("page_view"), UID: []byte("user-1")}
 	b.Run("rules=20", func(b *testing.B) {
 		b.ReportAllocs()
 		var d Decision

@@ -13,8 +13,8 @@ import (
 // Input is what routing reads of one event. Its byte slices are only read
 // during Decide.
 type Input struct {
-	Client, Group, Event, Endpoint string
-	UID, AnonID, ID                []byte
+	Client, Group, Endpoint string
+	Event, UID, AnonID, ID  []byte
 	// Header returns a request header's value ("" when absent); nil for
 	// none.
 	Header func(name string) string
@@ -352,7 +352,7 @@ func expand(parts []tmplPart, in *Input) string {
 		case "group":
 			b.WriteString(in.Group)
 		case "event":
-			b.WriteString(in.Event)
+			b.Write(in.Event)
 		case "endpoint":
 			b.WriteString(in.Endpoint)
 		}
@@ -362,7 +362,7 @@ func expand(parts []tmplPart, in *Input) string {
 
 func (r *route) matches(in *Input) bool {
 	p := r.pats
-	if !p[0].match(in.Client) || !p[1].match(in.Group) || !p[2].match(in.Event) || !p[3].match(in.Endpoint) {
+	if !p[0].match(in.Client) || !p[1].match(in.Group) || !p[2].matchBytes(in.Event) || !p[3].match(in.Endpoint) {
 		return false
 	}
 	for i, h := range r.hdrs {
@@ -379,7 +379,7 @@ func (r *route) matches(in *Input) bool {
 
 func (r *rule) matches(in *Input) bool {
 	p := &r.pats
-	return p[0].match(in.Event) && p[1].match(in.Client) && p[2].matchBytes(in.UID) && p[3].matchBytes(in.AnonID)
+	return p[0].matchBytes(in.Event) && p[1].match(in.Client) && p[2].matchBytes(in.UID) && p[3].matchBytes(in.AnonID)
 }
 
 // kept reports whether a sample rule keeps in: by a hash of its field, so
