@@ -70,8 +70,9 @@ func TestRoutesKafka(t *testing.T) {
 	type answer struct {
 		Accepted int `json:"accepted"`
 		Rejected []struct {
-			Index int    `json:"index"`
-			Error string `json:"error"`
+			Index  int    `json:"index"`
+			Error  string `json:"error"`
+			Reason string `json:"reason"`
 		} `json:"rejected"`
 	}
 	decode := func(r testkit.Response) answer {
@@ -88,7 +89,7 @@ func TestRoutesKafka(t *testing.T) {
 	}
 	r = post("shop", shopSecret, `[{"event":"s1","uid":"u2"},{"event":"p2","uid":"u2","context":{"group":"payments"}},{"event":"s2","uid":"u2"}]`)
 	a := decode(r)
-	if r.Status != 200 || a.Accepted != 2 || len(a.Rejected) != 1 || a.Rejected[0].Index != 1 || !strings.Contains(a.Rejected[0].Error, pay) {
+	if r.Status != 200 || a.Accepted != 2 || len(a.Rejected) != 1 || a.Rejected[0].Index != 1 || a.Rejected[0].Reason != "forbidden_topic" || !strings.Contains(a.Rejected[0].Error, pay) {
 		t.Fatalf("shop: %s, want event 1 rejected: shop may not write %s", r, pay)
 	}
 

@@ -44,6 +44,10 @@ func appendAnswer(dst []byte, a *Answer) []byte {
 			dst = strconv.AppendInt(dst, int64(r.Index), 10)
 			dst = append(dst, `,"error":`...)
 			dst = event.AppendJSONString(dst, r.Error)
+			if r.Reason != "" {
+				dst = append(dst, `,"reason":`...)
+				dst = event.AppendJSONString(dst, r.Reason)
+			}
 			if len(r.Violations) > 0 {
 				dst = append(dst, `,"violations":[`...)
 				for j, v := range r.Violations {

@@ -296,7 +296,11 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 				t.violations = appendTypes(t.violations, vs)
 			}
 			recs[i] = rec
-			ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg, Violations: vs})
+			rj := Rejection{Index: i, Error: bad.Msg, Violations: vs}
+			if rt != nil && rt.rejected(bad) {
+				rj.Reason = string(bad.Reason)
+			}
+			ans.Rejected = append(ans.Rejected, rj)
 			continue
 		}
 		rec := b.Record(i)

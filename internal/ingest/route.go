@@ -31,6 +31,16 @@ func newRouting(t *routes.Table, r *http.Request, endpoint string, n int) *routi
 	return rt
 }
 
+// rejected reports whether routing rejected an event for bad: its answer
+// says the reason.
+func (rt *routing) rejected(bad *event.Invalid) bool {
+	switch bad.Reason {
+	case event.ReasonForbiddenTopic, event.ReasonBadTopic, event.ReasonRouteRule:
+		return true
+	}
+	return false
+}
+
 func (rt *routing) dropped(i int) bool { return rt.drop != nil && rt.drop[i] }
 
 // route decides the i-th event of b, of group e.Group, from client:

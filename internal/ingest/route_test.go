@@ -126,7 +126,7 @@ func TestRoutesForbiddenTopic(t *testing.T) {
 	r := h.do(t, "POST", "/v1/batch", []byte(body), "Content-Type", "application/json", "Authorization", basic("shop", "shop-secret-0123456789"))
 	a := decodeAnswer(t, r)
 	if r.status != http.StatusOK || a.Accepted != 1 || len(a.Rejected) != 1 || a.Rejected[0].Index != 1 ||
-		!strings.Contains(unquote(r.body), `may not send events to topic "payments.events"`) {
+		!strings.Contains(unquote(r.body), `may not send events to topic "payments.events"`) || a.Rejected[0].Reason != "forbidden_topic" {
 		t.Fatalf("answer %s: want event 1 rejected for its topic", r)
 	}
 	recs := h.sink.records()

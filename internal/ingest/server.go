@@ -231,6 +231,9 @@ func (s *Server) preflight(w http.ResponseWriter, r *http.Request, allow string)
 type Rejection struct {
 	Index int    `json:"index"`
 	Error string `json:"error"`
+	// Reason is the rejection's reason code, for rejections by routing
+	// (--routes): forbidden_topic, bad_topic, route_rule.
+	Reason string `json:"reason,omitempty"`
 	// Violations are how the event breaks the tracking plan, when that is
 	// why it was rejected (--catalog-mode block, or a blocked event type).
 	Violations []catalog.Violation `json:"violations,omitempty"`

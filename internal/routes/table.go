@@ -110,6 +110,9 @@ const (
 	numCounts
 )
 
+// ruleCounts is the count of each action's rule.
+var ruleCounts = map[string]int{"drop": cDropped, "sample": cSampledOut, "redirect": cRedirected, "dead_letter": cDeadLettered}
+
 var countNames = [numCounts]string{"routed", "dropped", "sampled_out", "redirected", "dead_lettered", "overflowed"}
 
 func (s *Stats) add(c int) {
@@ -188,11 +191,11 @@ func parseKey(k string) (Key, error) {
 // defaultTopic (--topic). m may be nil (no metrics).
 func Compile(f *File, defaultTopic, version string, m *Metrics) *Table {
 	t := &Table{Version: version}
-	stats := func(name, kind string) *Stats {
+	stats := func(name, kind string, counts ...int) *Stats {
 		s := &Stats{Name: name, Kind: kind}
 		if m != nil {
-			for i := range s.metric {
-				s.metric[i] = m.events.WithLabelValues(kind, name, countNames[i])
+			for _, c := range counts {
+				s.metric[c] = m.events.WithLabelValues(kind, name, countNames[c])
 			}
 		}
 		return s
@@ -209,7 +212,7 @@ func Compile(f *File, defaultTopic, version string, m *Metrics) *Table {
 		}
 		cr.key, _ = parseKey(r.Key)
 		cr.keyProp = strings.TrimPrefix(r.Key, "props.")
-		cr.stats = stats(cr.Name, "route")
+		cr.stats = stats(cr.Name, "route", cRouted, cDeadLettered)
 		m := r.Match
 		cr.pats = []pattern{compileGlob(m.Client), compileGlob(m.Group), compileGlob(m.Event), compileGlob(m.Endpoint)}
 		for h, g := range m.Header {
@@ -218,7 +221,7 @@ func Compile(f *File, defaultTopic, version string, m *Metrics) *Table {
 		}
 		t.routes = append(t.routes, cr)
 	}
-	t.deflt = route{Route: Route{Name: "default", Topic: defaultTopic}, static: defaultTopic, stats: stats("default", "route")}
+	t.deflt = route{Route: Route{Name: "default", Topic: defaultTopic}, static: defaultTopic, stats: stats("default", "route", cRouted, cDeadLettered)}
 	for i, r := range f.Rules {
 		cr := rule{Rule: r}
 		cr.Name = r.name(i)
@@ -229,13 +232,13 @@ func Compile(f *File, defaultTopic, version string, m *Metrics) *Table {
 				cr.keep = math.MaxUint64
 			}
 		}
-		cr.stats = stats(cr.Name, "rule")
+		cr.stats = stats(cr.Name, "rule", ruleCounts[r.Action])
 		m := r.Match
 		cr.pats = [4]pattern{compileGlob(m.Event), compileGlob(m.Client), compileGlob(m.UID), compileGlob(m.AnonID)}
 		t.rules = append(t.rules, cr)
 	}
 	if o := f.Overflow; o != nil {
-		t.overflow = newOverflow(o, stats("overflow", "overflow"), time.Now)
+		t.overflow = newOverflow(o, stats("overflow", "overflow", cOverflowed), time.Now)
 	}
 	return t
 }
