@@ -85,7 +85,7 @@ type Overflow struct {
 const DefaultOverflowKeys = 100_000
 
 // ErrInvalid wraps every error of a routes file.
-var ErrInvalid = errors.New("routes: invalid file")
+var ErrInvalid = errors.New("invalid routes file")
 
 // Parse decodes and checks a routes file strictly: unknown fields,
 // duplicate keys, bad globs, templates naming unknown fields, topics Kafka

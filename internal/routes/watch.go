@@ -119,22 +119,27 @@ func (w *Watcher) Reload() error { return w.reload(true) }
 func (w *Watcher) reload(force bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	fi, err := os.Stat(w.path)
-	if err == nil {
-		st := stamp{mod: fi.ModTime(), size: fi.Size()}
-		if !force && st == w.at {
-			return nil
-		}
-		w.at = st
+	var st stamp // zero for a file gone: logged once, not at every poll
+	if fi, err := os.Stat(w.path); err == nil {
+		st = stamp{mod: fi.ModTime(), size: fi.Size()}
 	}
+	if !force && st == w.at {
+		return nil
+	}
+	w.at = st
 	b, err := os.ReadFile(w.path)
-	if err == nil {
+	if err != nil {
+		err = fmt.Errorf("routes: %w", err)
+	} else {
 		sum := sha256.Sum256(b)
 		if !force && sum == w.sum { // touched, not changed
 			return nil
 		}
 		var f *File
-		if f, err = Parse(b); err == nil {
+		f, err = Parse(b)
+		if err != nil {
+			err = fmt.Errorf("routes: %s: %w", w.path, err)
+		} else {
 			w.sum = sum
 			ver := hex.EncodeToString(sum[:])[:12]
 			t := Compile(f, w.topic, ver, w.m)
@@ -150,7 +155,6 @@ func (w *Watcher) reload(force bool) error {
 			return nil
 		}
 	}
-	err = fmt.Errorf("routes: reading %s: %w", w.path, err)
 	if w.cur.Load() != nil {
 		w.m.reloadErrors.Inc()
 		if w.log != nil {
