@@ -22,6 +22,12 @@ import (
 // with an error is refused on reload and the old routes keep serving, a
 // good one replaces them.
 func TestRoutesKafka(t *testing.T) {
+	for _, ack := range []string{gateway.AckSpool, gateway.AckKafka} {
+		t.Run(ack, func(t *testing.T) { testRoutesKafka(t, ack) })
+	}
+}
+
+func testRoutesKafka(t *testing.T, ack string) {
 	brokers := testkit.Brokers(t)
 	p := testkit.Unique(t, "rt-")
 	web, shop, pay, dead, moved := p+".web", p+".shop", p+".payments", p+".invalid", p+".moved"
@@ -58,6 +64,7 @@ func TestRoutesKafka(t *testing.T) {
 	cfg := gatewaytest.Config(t, brokers, p+".default")
 	cfg.Auth.ClientsFile, cfg.Auth.HTTP = clients, true
 	cfg.Ingest.Routes = routesFile
+	cfg.Ack = ack
 	g := gatewaytest.Start(t, cfg)
 	gatewaytest.Ready(t, g, 30*time.Second)
 	base := "http://" + g.Addr()
