@@ -288,8 +288,8 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 		}
 		if bad := bads[i]; bad != nil {
 			rec := s.deadLetter(raw, bad, meta)
-			if rt != nil && rt.dead[i] != "" {
-				rec.Topic = rt.dead[i]
+			if rt != nil && rt.deadLetter(i) != "" {
+				rec.Topic = rt.deadLetter(i)
 			}
 			if len(vs) > 0 {
 				rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(vs)})

@@ -14,22 +14,30 @@ import (
 
 // routing is the routes file's decisions on one request's events.
 type routing struct {
-	t    *routes.Table
-	in   routes.Input
-	d    routes.Decision
-	rts  []event.Route // per event: where its record goes
-	dead []string      // per event: its dead-letter topic, "" for the gateway's
-	drop []bool        // per event: dropped by a rule
+	t   *routes.Table
+	in  routes.Input
+	d   routes.Decision
+	evs []routed // per event
 	// drops is how many events were dropped.
 	drops int
 }
 
+// routed is what routing made of one event.
+type routed struct {
+	rt   event.Route // where its record goes
+	dead string      // its dead-letter topic, "" for the gateway's
+	drop bool        // dropped by a rule
+}
+
 func newRouting(t *routes.Table, r *http.Request, endpoint string, n int) *routing {
-	rt := &routing{t: t, rts: make([]event.Route, n), dead: make([]string, n)}
+	rt := &routing{t: t, evs: make([]routed, n)}
 	rt.in.Endpoint = endpoint
-	rt.in.Header = r.Header.Get
+	rt.in.Header = r.Header
 	return rt
 }
+
+// deadLetter is the i-th event's dead-letter topic, "" for the gateway's.
+func (rt *routing) deadLetter(i int) string { return rt.evs[i].dead }
 
 // rejected reports whether routing rejected an event for bad: its answer
 // says the reason.
@@ -41,7 +49,7 @@ func (rt *routing) rejected(bad *event.Invalid) bool {
 	return false
 }
 
-func (rt *routing) dropped(i int) bool { return rt.drop != nil && rt.drop[i] }
+func (rt *routing) dropped(i int) bool { return rt.evs[i].drop }
 
 // route decides the i-th event of b, of group e.Group, from client:
 // its record's route (SetRoute), or its rejection (dead-lettered to the
@@ -54,13 +62,11 @@ func (rt *routing) route(b *event.Batch, i int, e *planned, client string, p aut
 	in.Client, in.Group, in.Event = client, e.Group, b.NameBytes(i)
 	in.UID, in.AnonID, in.ID = b.UID(i), b.AnonID(i), b.ClientID(i)
 	rt.t.Decide(in, d)
-	rt.dead[i] = d.DeadLetter
+	ev := &rt.evs[i]
+	ev.dead = d.DeadLetter
 	switch d.Action {
 	case routes.Drop:
-		if rt.drop == nil {
-			rt.drop = make([]bool, len(rt.rts))
-		}
-		rt.drop[i] = true
+		ev.drop = true
 		rt.drops++
 		return dropped
 	case routes.DeadLetter:
@@ -70,7 +76,7 @@ func (rt *routing) route(b *event.Batch, i int, e *planned, client string, p aut
 		return &event.Invalid{Reason: event.ReasonForbiddenTopic,
 			Msg: fmt.Sprintf("client %q may not send events to topic %q (route %q)", client, d.RouteTopic, d.Route)}
 	}
-	r := &rt.rts[i]
+	r := &ev.rt
 	*r = event.Route{Topic: d.Topic, Name: d.Route, RouteTopic: d.RouteTopic}
 	switch d.Key {
 	case routes.KeyUID:

@@ -2,6 +2,7 @@ package routes
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,14 +69,7 @@ routes:
     match: {group: "bad*"}
     topic: "{event}"
 `)
-	hdr := func(v string) func(string) string {
-		return func(n string) string {
-			if n == "X-Team" {
-				return v
-			}
-			return ""
-		}
-	}
+	hdr := func(v string) http.Header { return http.Header{"X-Team": {v}} }
 	cases := []struct {
 		name         string
 		in           Input
@@ -287,4 +281,52 @@ func BenchmarkDecide(b *testing.B) {
 			}
 		}
 	})
+}
+
+// Decide is safe while the file reloads: each call sees one Table whole.
+func TestConcurrentReload(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "routes.yaml")
+	if err := os.WriteFile(p, []byte("routes:\n  - topic: a\noverflow: {rate: 1, topic: o, keys: 10}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(p, "events", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	errs := make(chan string, 4)
+	for g := range 4 {
+		go func() {
+			defer func() { errs <- "" }()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				var d Decision
+				w.Load().Decide(&Input{UID: []byte(fmt.Sprint(g, i%50))}, &d)
+				if d.Topic != "a" && d.Topic != "b" && d.Topic != "o" {
+					errs <- d.Topic
+					return
+				}
+			}
+		}()
+	}
+	for i := range 50 {
+		topic := []string{"a", "b"}[i%2]
+		if err := os.WriteFile(p, []byte("routes:\n  - topic: "+topic+"\noverflow: {rate: 1, topic: o, keys: 10}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Reload(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	for range 4 {
+		if e := <-errs; e != "" {
+			t.Fatalf("a decision to topic %q", e)
+		}
+	}
 }

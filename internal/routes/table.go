@@ -3,6 +3,7 @@ package routes
 import (
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -15,9 +16,8 @@ import (
 type Input struct {
 	Client, Group, Endpoint string
 	Event, UID, AnonID, ID  []byte
-	// Header returns a request header's value ("" when absent); nil for
-	// none.
-	Header func(name string) string
+	// Header is the request's header (nil: none).
+	Header http.Header
 }
 
 // Action is what becomes of an event.
@@ -216,7 +216,7 @@ func Compile(f *File, defaultTopic, version string, m *Metrics) *Table {
 		m := r.Match
 		cr.pats = []pattern{compileGlob(m.Client), compileGlob(m.Group), compileGlob(m.Event), compileGlob(m.Endpoint)}
 		for h, g := range m.Header {
-			cr.hdrs = append(cr.hdrs, h)
+			cr.hdrs = append(cr.hdrs, http.CanonicalHeaderKey(h))
 			cr.pats = append(cr.pats, compileGlob(g))
 		}
 		t.routes = append(t.routes, cr)
@@ -370,8 +370,8 @@ func (r *route) matches(in *Input) bool {
 	}
 	for i, h := range r.hdrs {
 		v := ""
-		if in.Header != nil {
-			v = in.Header(h)
+		if vs := in.Header[h]; len(vs) > 0 {
+			v = vs[0]
 		}
 		if !p[4+i].match(v) {
 			return false
