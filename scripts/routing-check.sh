@@ -28,14 +28,17 @@ go build -o "$work/bin/inlet" ./cmd/inlet
 export PATH="$work/bin:$PATH"
 
 scripts/doc-commands.sh "$page" >"$work/all.sh"
-# The first block writes the routes file (up to its closing EOF); inlet
-# starts between it and the others.
+# The first block writes the clients and routes files (up to the routes
+# file's closing EOF); inlet starts between it and the others.
 sed '/^EOF$/q' "$work/all.sh" >"$work/write.sh"
 sed '1,/^EOF$/d' "$work/all.sh" >"$work/rest.sh"
-(cd "$work" && bash -euo pipefail write.sh)
+(cd "$work" && bash -euo pipefail write.sh) >"$work/write.out" 2>&1 || {
+	cat "$work/write.out" >&2
+	die "$page: the first runnable block failed"
+}
 
 (cd "$work" && exec inlet serve --listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$work/data" \
-	--routes routes.yaml >"$work/serve.log" 2>&1) &
+	--routes routes.yaml --clients clients.json --auth >"$work/serve.log" 2>&1) &
 pid=$!
 addr=
 for _ in $(seq 300); do
@@ -51,7 +54,8 @@ brokers="$(sed -n 's/.*msg=serving .* brokers=\[\([^] ]*\)\].*/\1/p' "$work/serv
 	cat "$work/out" >&2
 	die "$page: a runnable block failed"
 }
-for want in '"accepted":3' '"reason":"route_rule"' 'key="o-1"' 'inlet-route="payments"' 'inlet-route="shop"' \
+for want in '"accepted":3' '"reason":"route_rule"' '"accepted":1' '"reason":"forbidden_topic"' 'key="o-1"' \
+	'inlet-route="payments"' 'key="u2"' 'inlet-reason="forbidden_topic"' \
 	'inlet_route_events_total{action="dropped",kind="rule",name="no-bots"} 1'; do
 	grep -qF "$want" "$work/out" || { cat "$work/out" >&2; die "$page: no $want in what the commands printed"; }
 done

@@ -39,6 +39,7 @@ Usage:
   inlet ship    [flags]   send lines of stdin (or a followed --file) as events to inlet or straight to Kafka
   inlet catalog serve|get|list|set|import|export   the event catalog: serve it over gRPC and Thrift, read and change it
   inlet clients add --file FILE NAME               add a client (id and secret) to a clients file
+  inlet routes check FILE                          check a routes file (--routes) as inlet serve would load it
   inlet version           print the version, commit, Go version and platform
 
 Every flag can also be set from the environment: --produce-timeout is
@@ -73,6 +74,8 @@ func Main(ctx context.Context, args []string, env Env) int {
 		err = runCatalog(ctx, rest, env)
 	case "clients":
 		err = runClients(ctx, rest, env)
+	case "routes":
+		err = runRoutes(rest, env)
 	case "version", "--version", "-version":
 		fmt.Fprintln(env.Stdout, versionString())
 	case "help", "-h", "--help":

@@ -11,7 +11,7 @@ import (
 )
 
 const clientsUsage = `Usage:
-  inlet clients add    --file FILE NAME [--groups a,b] [--default-group G] [--rate N] [--burst N] [--admin]
+  inlet clients add    --file FILE NAME [--groups a,b] [--topics 'a.*,b'] [--default-group G] [--rate N] [--burst N] [--admin]
                        add a client; its new secret is printed once on stdout, only its hash is kept
   inlet clients list   --file FILE      print the clients (no secrets)
   inlet clients remove --file FILE NAME remove a client: a running inlet refuses its secret and
@@ -61,6 +61,7 @@ func runClientsAdd(args []string, env Env) error {
 	fs := newFlags("clients add", env)
 	fs.StringVar(&file, "file", "", "the clients `FILE` (created if missing; what inlet serve --clients reads)")
 	cliflag.List(fs, &c.Groups, "groups", "groups the client may send and look up, comma-separated (empty: all)")
+	cliflag.List(fs, &c.Topics, "topics", "topics (globs) the routes file (--routes) may send the client's events to, comma-separated (empty: all)")
 	fs.StringVar(&c.DefaultGroup, "default-group", "", "group of the client's events that name none (empty: the gateway's --catalog-default-group)")
 	fs.Float64Var(&c.Rate, "rate", 0, "events (or catalog calls) per second the client may send; 0: no limit")
 	fs.IntVar(&c.Burst, "burst", 0, "how many events may come at once over --rate (0: the rate, at least 1)")
