@@ -330,3 +330,23 @@ func TestConcurrentReload(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParse: any file is refused with an error or compiles into a Table
+// that routes without panicking.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("routes:\n  - {match: {client: \"web-*\", header: {X-A: b}}, topic: \"{group}.{event}\", key: props.id, dead_letter: \"{client}.dl\"}\n"))
+	f.Add([]byte("rules:\n  - {action: sample, rate: 0.5, by: anon_id}\n  - {action: redirect, topic: x}\noverflow: {key: client, rate: 1, topic: o}\n"))
+	f.Add([]byte("{\"routes\": [{\"topic\": \"a\"}]}"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		file, err := Parse(b)
+		if err != nil {
+			return
+		}
+		tb := Compile(file, "events", "fuzz", nil)
+		var d Decision
+		tb.Decide(&Input{Client: "web-1", Group: "g", Event: []byte("e"), UID: []byte("u"), Header: http.Header{"X-A": {"b"}}}, &d)
+		if d.Action == Deliver && validTopic(d.Topic) != nil {
+			t.Fatalf("delivered to topic %q, which Kafka refuses", d.Topic)
+		}
+	})
+}
