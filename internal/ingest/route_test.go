@@ -3,6 +3,7 @@ package ingest
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -173,4 +174,9 @@ func BenchmarkIngestRoutes(b *testing.B) {
 	file.WriteString("  - {match: {event: \"page_view_*\"}, topic: pages, key: uid}\n")
 	b.Run("routes=none", func(b *testing.B) { benchIngest(b) })
 	b.Run("routes=20", func(b *testing.B) { benchIngest(b, WithRoutes(routesOf(b, file.String()))) })
+	bench, err := os.ReadFile("../../bench/routes-20.yaml") // make bench's: no entry matches
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("routes=bench", func(b *testing.B) { benchIngest(b, WithRoutes(routesOf(b, string(bench)))) })
 }

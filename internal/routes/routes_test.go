@@ -350,3 +350,25 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// The bench's routes file stays valid, and routes the bench's events to
+// the default route after matching all 20 entries.
+func TestBenchRoutesFile(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("../../bench/routes-20.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.Routes) + len(f.Rules); n != 20 {
+		t.Fatalf("%d routes and rules, want 20", n)
+	}
+	var d Decision
+	Compile(f, "events", "", nil).Decide(&Input{Group: "default", Event: []byte("page_view"), UID: []byte("user-1"), Endpoint: "batch"}, &d)
+	if d.Action != Deliver || d.Topic != "events" || d.Route != "default" {
+		t.Fatalf("bench event: %+v, want the default route", d)
+	}
+}
