@@ -46,7 +46,9 @@ func testRoutesKafka(t *testing.T, ack string) {
 		t.Fatal(err)
 	}
 	routesFile := filepath.Join(dir, "routes.yaml")
-	file := fmt.Sprintf(`routes:
+	file := fmt.Sprintf(`rules:
+  - {match: {event: "bot_*"}, action: drop}
+routes:
   - name: payments
     match: {group: payments}
     topic: %s
@@ -98,6 +100,11 @@ func testRoutesKafka(t *testing.T, ack string) {
 	a := decode(r)
 	if r.Status != 200 || a.Accepted != 2 || len(a.Rejected) != 1 || a.Rejected[0].Index != 1 || a.Rejected[0].Reason != "forbidden_topic" || !strings.Contains(a.Rejected[0].Error, pay) {
 		t.Fatalf("shop: %s, want event 1 rejected: shop may not write %s", r, pay)
+	}
+
+	// A request whose every event is dropped: accepted, nothing stored.
+	if r := post("web", webSecret, `[{"event":"bot_1"},{"event":"bot_2"}]`); r.Status != 200 || decode(r).Accepted != 2 {
+		t.Fatalf("all dropped: %s, want 200 and 2 accepted", r)
 	}
 
 	names := func(recs []testkit.Record) string {

@@ -409,6 +409,9 @@ func (s *Server) count(accepted int, recs []event.Record) {
 // succeed; 503 with Retry-After for everything else. done is the sink's
 // RecordsDone: recs' memory may serve another request.
 func (s *Server) write(w http.ResponseWriter, parent context.Context, recs []event.Record) (ok, done bool) {
+	if len(recs) == 0 { // every event dropped by a routes rule: nothing to store
+		return true, true
+	}
 	ctx, cancel := context.WithTimeout(parent, s.cfg.WriteTimeout)
 	defer cancel()
 	err := s.sink.Write(ctx, recs)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestParseRefuses(t *testing.T) {
@@ -235,9 +237,12 @@ func TestReload(t *testing.T) {
 	if got := topic(); got != "one" {
 		t.Fatalf("after a bad file: topic %q, want the old routes (one)", got)
 	}
-	write("routes:\n  - topic: three\n")
+	write("routes:\n  - {name: three, topic: three}\n")
 	if err := w.Reload(); err != nil {
 		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.events); n != 2*2 { // three and default: routed, dead_lettered
+		t.Errorf("%d series of inlet_route_events_total after route1 became three, want 4", n)
 	}
 	if got := topic(); got != "three" {
 		t.Fatalf("after a good file: topic %q, want three", got)

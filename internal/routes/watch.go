@@ -47,6 +47,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// forget deletes the series of old's routes and rules that t has not:
+// renamed or removed ones do not stay on /metrics for ever.
+func (m *Metrics) forget(old, t *Table) {
+	kept := map[[2]string]bool{}
+	for _, s := range t.Stats() {
+		kept[[2]string{s.Kind, s.Name}] = true
+	}
+	for _, s := range old.Stats() {
+		if kept[[2]string{s.Kind, s.Name}] {
+			continue
+		}
+		for c, mc := range s.metric {
+			if mc != nil {
+				m.events.DeleteLabelValues(s.Kind, s.Name, countNames[c])
+			}
+		}
+	}
+}
+
 // stamp is what the poll compares to see the file changed (as the
 // clients file's reload does).
 type stamp struct {
@@ -146,6 +165,7 @@ func (w *Watcher) reload(force bool) error {
 			old := w.cur.Swap(t)
 			if old != nil {
 				w.m.loaded.DeleteLabelValues(old.Version)
+				w.m.forget(old, t)
 			}
 			w.m.loaded.WithLabelValues(ver).Set(1)
 			w.m.reloads.Inc()
