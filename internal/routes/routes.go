@@ -241,8 +241,8 @@ func (o *Overflow) check() error {
 	if o.Burst < 0 || o.Burst > 1e6 {
 		return fmt.Errorf("burst %d: want 0 (the rate) to 1000000", o.Burst)
 	}
-	if o.Keys < 0 || o.Keys > 10_000_000 {
-		return fmt.Errorf("keys %d: want 0 (%d) to 10000000", o.Keys, DefaultOverflowKeys)
+	if o.Keys < 0 || o.Keys > 1_000_000 {
+		return fmt.Errorf("keys %d: want 0 (%d) to 1000000 (about 250 bytes each)", o.Keys, DefaultOverflowKeys)
 	}
 	if o.Topic == "" {
 		return errors.New("topic: missing")

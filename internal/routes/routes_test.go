@@ -30,6 +30,7 @@ func TestParseRefuses(t *testing.T) {
 		{"redirect bad topic", "rules:\n  - action: redirect\n    topic: \"x/y\"\n", "Kafka takes only"},
 		{"overflow rate", "overflow: {rate: 0, topic: o}\n", "overflow: rate 0"},
 		{"overflow key", "overflow: {key: email, rate: 1, topic: o}\n", "key \"email\""},
+		{"overflow keys", "overflow: {rate: 1, topic: o, keys: 2000000}\n", "keys 2000000"},
 		{"empty", "", "empty file"},
 		{"not a map", "- a\n", "cannot unmarshal"},
 	}
