@@ -172,3 +172,72 @@ func waitMetric(t *testing.T, base, name string, want float64) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestRoutesOverflowKafka: one uid sending 50 times the others' events
+// goes to the overflow topic past its burst; the others' events never do.
+// The others stay within the burst, whatever the time it takes on a loaded
+// machine; the hot uid's burst plus its rate over the test is far below
+// its events.
+func TestRoutesOverflowKafka(t *testing.T) {
+	brokers := testkit.Brokers(t)
+	p := testkit.Unique(t, "ov-")
+	main, over := p+".events", p+".overflow"
+	for _, topic := range []string{main, over} {
+		testkit.CreateTopic(t, brokers, topic, 1, nil)
+	}
+	routesFile := filepath.Join(t.TempDir(), "routes.yaml")
+	file := fmt.Sprintf("overflow: {key: uid, rate: 1, burst: 20, topic: %s}\n", over)
+	if err := os.WriteFile(routesFile, []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := gatewaytest.Config(t, brokers, main)
+	cfg.Ingest.Routes = routesFile
+	g := gatewaytest.Start(t, cfg)
+	gatewaytest.Ready(t, g, 30*time.Second)
+	base := "http://" + g.Addr()
+
+	const others, each, hot = 10, 20, 50 * 20
+	var body strings.Builder
+	start := time.Now()
+	for round := range each {
+		body.Reset()
+		body.WriteByte('[')
+		for u := range others {
+			fmt.Fprintf(&body, `{"event":"e","uid":"user-%d"},`, u)
+		}
+		for i := range hot / each {
+			if i > 0 {
+				body.WriteByte(',')
+			}
+			body.WriteString(`{"event":"e","uid":"hot"}`)
+		}
+		body.WriteByte(']')
+		r := testkit.Do(t, "POST", base+"/v1/batch", []byte(body.String()), "Content-Type", "application/json")
+		if r.Status != 200 {
+			t.Fatalf("round %d: %s", round, r)
+		}
+	}
+	took := time.Since(start)
+	// The hot uid gets its burst and 1 a second in the main topic.
+	maxHot := 20 + int(took.Seconds()) + 1
+	recs := testkit.Consume(t, brokers, over, 30*time.Second, func(r []testkit.Record) bool { return len(r) >= hot-maxHot })
+	for _, r := range recs {
+		if r.Fields["uid"] != "hot" {
+			t.Fatalf("an event of %v in the overflow topic: only hot's may be", r.Fields["uid"])
+		}
+	}
+	mainRecs := testkit.Consume(t, brokers, main, 30*time.Second, func(r []testkit.Record) bool { return len(r) >= others*each+20 })
+	byUID := map[any]int{}
+	for _, r := range mainRecs {
+		byUID[r.Fields["uid"]]++
+	}
+	for u := range others {
+		if n := byUID[fmt.Sprintf("user-%d", u)]; n != each {
+			t.Errorf("user-%d: %d events in the main topic, want all %d", u, n, each)
+		}
+	}
+	if n := byUID["hot"]; n < 20 || n > maxHot {
+		t.Errorf("hot: %d events in the main topic in %v, want its burst (20) to %d", n, took, maxHot)
+	}
+	t.Logf("in %v: hot %d in the main topic, %d+ in the overflow topic", took, byUID["hot"], len(recs))
+}
