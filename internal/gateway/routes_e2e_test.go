@@ -13,6 +13,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/gateway"
 	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
+	"github.com/inlet-dev/inlet/internal/routes"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
@@ -181,8 +182,8 @@ func waitMetric(t *testing.T, base, name string, want float64) {
 func TestRoutesOverflowKafka(t *testing.T) {
 	brokers := testkit.Brokers(t)
 	p := testkit.Unique(t, "ov-")
-	main, over := p+".events", p+".overflow"
-	for _, topic := range []string{main, over} {
+	events, over := p+".events", p+".overflow"
+	for _, topic := range []string{events, over} {
 		testkit.CreateTopic(t, brokers, topic, 1, nil)
 	}
 	routesFile := filepath.Join(t.TempDir(), "routes.yaml")
@@ -190,7 +191,7 @@ func TestRoutesOverflowKafka(t *testing.T) {
 	if err := os.WriteFile(routesFile, []byte(file), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := gatewaytest.Config(t, brokers, main)
+	cfg := gatewaytest.Config(t, brokers, events)
 	cfg.Ingest.Routes = routesFile
 	g := gatewaytest.Start(t, cfg)
 	gatewaytest.Ready(t, g, 30*time.Second)
@@ -226,7 +227,7 @@ func TestRoutesOverflowKafka(t *testing.T) {
 			t.Fatalf("an event of %v in the overflow topic: only hot's may be", r.Fields["uid"])
 		}
 	}
-	mainRecs := testkit.Consume(t, brokers, main, 30*time.Second, func(r []testkit.Record) bool { return len(r) >= others*each+20 })
+	mainRecs := testkit.Consume(t, brokers, events, 30*time.Second, func(r []testkit.Record) bool { return len(r) >= others*each+20 })
 	byUID := map[any]int{}
 	for _, r := range mainRecs {
 		byUID[r.Fields["uid"]]++
@@ -240,4 +241,69 @@ func TestRoutesOverflowKafka(t *testing.T) {
 		t.Errorf("hot: %d events in the main topic in %v, want its burst (20) to %d", n, took, maxHot)
 	}
 	t.Logf("in %v: hot %d in the main topic, %d+ in the overflow topic", took, byUID["hot"], len(recs))
+}
+
+// TestRoutesSampleKafka: a rule sampling 10% by uid keeps 10% ± 2% of
+// 20,000 users, with all or none of each user's events, in Kafka.
+func TestRoutesSampleKafka(t *testing.T) {
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "sa-")
+	testkit.CreateTopic(t, brokers, topic, 1, nil)
+	routesFile := filepath.Join(t.TempDir(), "routes.yaml")
+	if err := os.WriteFile(routesFile, []byte("rules:\n  - {name: tenth, action: sample, rate: 0.1, by: uid}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := gatewaytest.Config(t, brokers, topic)
+	cfg.Ingest.Routes = routesFile
+	g := gatewaytest.Start(t, cfg)
+	gatewaytest.Ready(t, g, 30*time.Second)
+	base := "http://" + g.Addr()
+
+	const users, perUser, batch = 20000, 2, 500
+	var body strings.Builder
+	for first := 0; first < users; first += batch / perUser {
+		body.Reset()
+		body.WriteByte('[')
+		for u := first; u < first+batch/perUser; u++ {
+			for e := range perUser {
+				if body.Len() > 1 {
+					body.WriteByte(',')
+				}
+				fmt.Fprintf(&body, `{"event":"e%d","uid":"user-%d"}`, e, u)
+			}
+		}
+		body.WriteByte(']')
+		r := testkit.Do(t, "POST", base+"/v1/batch", []byte(body.String()), "Content-Type", "application/json")
+		if r.Status != 200 || !strings.Contains(string(r.Body), fmt.Sprintf(`"accepted":%d`, batch)) {
+			t.Fatalf("users from %d: %s", first, r)
+		}
+	}
+	// How many users the rule keeps, by the same decision: then read exactly
+	// their events (and make sure no more arrive).
+	f, err := routes.Parse([]byte("rules:\n  - {name: tenth, action: sample, rate: 0.1, by: uid}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, kept := routes.Compile(f, topic, "", nil), 0
+	for u := range users {
+		var d routes.Decision
+		table.Decide(&routes.Input{UID: []byte(fmt.Sprintf("user-%d", u))}, &d)
+		if d.Action == routes.Deliver {
+			kept++
+		}
+	}
+	recs := testkit.ConsumeN(t, brokers, topic, kept*perUser, 2*time.Second)
+	byUser := map[any]int{}
+	for _, r := range recs {
+		byUser[r.Fields["uid"]]++
+	}
+	for u, n := range byUser {
+		if n != perUser {
+			t.Fatalf("%v: %d of %d events kept", u, n, perUser)
+		}
+	}
+	if share := float64(len(byUser)) / users; share < 0.08 || share > 0.12 {
+		t.Fatalf("kept %d of %d users (%.3f), want 0.10 ± 0.02", len(byUser), users, share)
+	}
+	t.Logf("kept %d of %d users, %d events", len(byUser), users, len(recs))
 }
