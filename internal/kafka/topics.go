@@ -1,0 +1,177 @@
+package kafka
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/event"
+)
+
+// Per-topic shares of the producer's buffer. franz-go has one buffer for
+// every topic, and keeps a record Kafka does not take (topic deleted,
+// partition without a leader, writes refused with a retriable error) until
+// the delivery timeout: without a share, one such topic fills the buffer
+// in seconds and every other topic's requests get ErrFull.
+// TestTopicIsolation measures it. Each topic may hold at most
+// Config.TopicShare of the buffer's records and bytes; a request that
+// would take its topic past it fails with ErrTopicFull (a 503), leaving the
+// rest of the buffer to the other topics.
+
+// ErrTopicFull is ErrFull for one topic: the records of the request's
+// topic already take its share of the buffer (Config.TopicShare), most
+// likely because Kafka is not taking that topic. errors.Is(err, ErrFull)
+// holds.
+var ErrTopicFull = fmt.Errorf("%w: the topic holds its share of it", ErrFull)
+
+// topicLoad is one topic's records in the buffer, counted by kgo's hooks
+// (so every produce path and the probe are counted, exactly once each),
+// and the records refused for the topic's share.
+type topicLoad struct {
+	bytes, records atomic.Int64
+	refused        atomic.Int64
+}
+
+// topicLoads is every topic's topicLoad; a kgo hook, and a Prometheus
+// collector of them. Topics are never forgotten: there are as many as the
+// routes make.
+type topicLoads struct {
+	m sync.Map // topic → *topicLoad
+}
+
+func (t *topicLoads) get(topic string) *topicLoad {
+	if l, ok := t.m.Load(topic); ok {
+		return l.(*topicLoad)
+	}
+	l, _ := t.m.LoadOrStore(topic, &topicLoad{})
+	return l.(*topicLoad)
+}
+
+// kgoSize is what kgo counts of r in its buffer (Record.userSize).
+func kgoSize(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value)
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+var (
+	_ kgo.HookProduceRecordBuffered   = (*topicLoads)(nil)
+	_ kgo.HookProduceRecordUnbuffered = (*topicLoads)(nil)
+)
+
+// OnProduceRecordBuffered implements kgo.HookProduceRecordBuffered.
+func (t *topicLoads) OnProduceRecordBuffered(r *kgo.Record) {
+	l := t.get(r.Topic)
+	l.bytes.Add(kgoSize(r))
+	l.records.Add(1)
+}
+
+// OnProduceRecordUnbuffered implements kgo.HookProduceRecordUnbuffered.
+func (t *topicLoads) OnProduceRecordUnbuffered(r *kgo.Record, _ error) {
+	l := t.get(r.Topic)
+	l.bytes.Add(-kgoSize(r))
+	l.records.Add(-1)
+}
+
+// topicFits reports whether topic's share has room for records records of
+// bytes bytes, counting a refusal when it has not.
+func (p *Producer) topicFits(topic string, bytes, records int) bool {
+	if p.cfg.TopicShare >= 1 {
+		return true
+	}
+	l := p.topics.get(topic)
+	if l.bytes.Load()+int64(bytes) <= p.shareBytes && l.records.Load()+int64(records) <= p.shareRecords {
+		return true
+	}
+	l.refused.Add(int64(records))
+	return false
+}
+
+// room checks recs against the buffer (fits) and each of their topics
+// against its share (topicFits), returning ErrFull or ErrTopicFull when
+// they do not fit.
+func (p *Producer) room(recs []event.Record) error {
+	n, one := 0, true
+	for i := range recs {
+		n += recs[i].Size()
+		one = one && recs[i].Topic == recs[0].Topic
+	}
+	if !p.fits(n, len(recs)) {
+		return ErrFull
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if one {
+		if !p.topicFits(recs[0].Topic, n, len(recs)) {
+			return ErrTopicFull
+		}
+		return nil
+	}
+	type load struct{ bytes, records int }
+	per := map[string]load{}
+	for i := range recs {
+		l := per[recs[i].Topic]
+		l.bytes += recs[i].Size()
+		l.records++
+		per[recs[i].Topic] = l
+	}
+	// Every topic is checked, so that each counts its refusal.
+	ok := true
+	for topic, l := range per {
+		ok = p.topicFits(topic, l.bytes, l.records) && ok
+	}
+	if !ok {
+		return ErrTopicFull
+	}
+	return nil
+}
+
+var (
+	topicBufferedBytesDesc = prometheus.NewDesc("inlet_producer_topic_buffered_bytes",
+		"Bytes of a topic's records handed to the producer and not yet acknowledged by Kafka.", []string{"topic"}, nil)
+	topicBufferedRecordsDesc = prometheus.NewDesc("inlet_producer_topic_buffered_records",
+		"A topic's records handed to the producer and not yet acknowledged by Kafka.", []string{"topic"}, nil)
+	topicRefusedDesc = prometheus.NewDesc("inlet_producer_topic_refused_records_total",
+		"Records refused at once (503) because their topic held its share of the producer's buffer (--max-buffered-topic-share).", []string{"topic"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (t *topicLoads) Describe(ch chan<- *prometheus.Desc) {
+	ch <- topicBufferedBytesDesc
+	ch <- topicBufferedRecordsDesc
+	ch <- topicRefusedDesc
+}
+
+// Collect implements prometheus.Collector.
+func (t *topicLoads) Collect(ch chan<- prometheus.Metric) {
+	t.m.Range(func(k, v any) bool {
+		topic, l := k.(string), v.(*topicLoad)
+		ch <- prometheus.MustNewConstMetric(topicBufferedBytesDesc, prometheus.GaugeValue, float64(l.bytes.Load()), topic)
+		ch <- prometheus.MustNewConstMetric(topicBufferedRecordsDesc, prometheus.GaugeValue, float64(l.records.Load()), topic)
+		ch <- prometheus.MustNewConstMetric(topicRefusedDesc, prometheus.CounterValue, float64(l.refused.Load()), topic)
+		return true
+	})
+}
+
+// TopicLoad is a topic's records in the producer's buffer and its records
+// refused for its share.
+type TopicLoad struct {
+	Bytes, Records, Refused int64
+}
+
+// TopicLoads returns every topic's load, by topic.
+func (p *Producer) TopicLoads() map[string]TopicLoad {
+	out := map[string]TopicLoad{}
+	p.topics.m.Range(func(k, v any) bool {
+		l := v.(*topicLoad)
+		out[k.(string)] = TopicLoad{Bytes: l.bytes.Load(), Records: l.records.Load(), Refused: l.refused.Load()}
+		return true
+	})
+	return out
+}
