@@ -224,3 +224,56 @@ func TestTopicIsolation(t *testing.T) {
 	la.check(t, brokers, t0)
 	lb.check(t, brokers, t2) // B's records before the outage went with it
 }
+
+// TestTopicShare fills topic A's share of the buffer with records that
+// linger until Flush: A's next records are refused at once with
+// ErrTopicFull (an ErrFull) on every produce path, counted for A, while
+// topic B still takes its own; once A's are delivered A takes records
+// again, and the per-topic counts are back to zero.
+func TestTopicShare(t *testing.T) {
+	t.Parallel()
+	brokers := testkit.DevBroker(t, "")
+	a, b := testkit.Unique(t, "share-a-"), testkit.Unique(t, "share-b-")
+	p := testProducer(t, brokers, func(c *Config) { held(c); c.MaxBufferedRecords = 100 }) // 90 usable, 45 per topic
+	d, err := p.Produce(records(a, 45))
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := records(a, 1)
+	if _, err := p.Produce(one); !errors.Is(err, ErrTopicFull) || !errors.Is(err, ErrFull) {
+		t.Fatalf("Produce past A's share: %v, want ErrTopicFull", err)
+	}
+	if err := p.TryProduce(one); !errors.Is(err, ErrTopicFull) {
+		t.Fatalf("TryProduce past A's share: %v, want ErrTopicFull", err)
+	}
+	if err := p.ProduceFunc(&one[0], func(error) { t.Error("done called for a refused record") }); !errors.Is(err, ErrTopicFull) {
+		t.Fatalf("ProduceFunc past A's share: %v, want ErrTopicFull", err)
+	}
+	// A request with records for both topics is refused whole: A has no room.
+	mixed := append(records(b, 2), records(a, 1)...)
+	if err := p.TryProduce(mixed); !errors.Is(err, ErrTopicFull) {
+		t.Fatalf("TryProduce of A and B past A's share: %v, want ErrTopicFull", err)
+	}
+	db, err := p.Produce(records(b, 40))
+	if err != nil {
+		t.Fatalf("B while A holds its share: %v", err)
+	}
+	loads := p.TopicLoads()
+	if la, lb := loads[a], loads[b]; la.Records != 45 || la.Refused != 4 || lb.Records != 40 || lb.Refused != 0 || la.Bytes <= 0 {
+		t.Fatalf("loads A %+v, B %+v; want 45 buffered and 4 refused, 40 and 0", la, lb)
+	}
+	if err := p.Flush(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []*Delivery{d, db} {
+		if err := d.Wait(ctxFor(t, time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l := p.TopicLoads()[a]; l.Records != 0 || l.Bytes != 0 {
+		t.Fatalf("A's load after delivery: %+v, want none", l)
+	}
+	if err := p.TryProduce(records(a, 45)); err != nil {
+		t.Fatalf("A once delivered: %v", err)
+	}
+}
