@@ -196,6 +196,17 @@ func TestTopicIsolation(t *testing.T) {
 	t1 := time.Now()
 	deleteTopic(t, brokers, b)
 	time.Sleep(outage)
+	// B holds its share and no more, and refuses; A holds few records and
+	// does not fail.
+	loads := p.TopicLoads()
+	la1, lb1 := loads[a], loads[b]
+	t.Logf("loads at the end of the outage: A %+v, B %+v", la1, lb1)
+	if lb1.Refused == 0 || lb1.Records > lb1.ShareRecords || lb1.Records < lb1.ShareRecords/2 {
+		t.Errorf("B's load in its outage: %+v, want about its share, and refusals", lb1)
+	}
+	if la1.Refused != 0 || la1.Failing.Failing != 0 || la1.Records > lb1.ShareRecords/10 {
+		t.Errorf("A's load in B's outage: %+v, want few records, no refusal, no failure", la1)
+	}
 	t2 := time.Now()
 	testkit.CreateTopic(t, brokers, b, 3, nil)
 	time.Sleep(3 * time.Second)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,6 +34,13 @@ var ErrTopicFull = fmt.Errorf("%w: the topic holds its share of it", ErrFull)
 type topicLoad struct {
 	bytes, records atomic.Int64
 	refused        atomic.Int64
+	refusedAt      atomic.Int64 // unix nanoseconds of the last refusal
+
+	// Records that failed in a row, as health counts them for the
+	// producer; failing skips mu on a success while it is false.
+	failing atomic.Bool
+	mu      sync.Mutex
+	fail    Health // guarded by mu
 }
 
 // topicLoads is every topic's topicLoad; a kgo hook, and a Prometheus
@@ -86,10 +94,28 @@ func (t *topicLoads) OnProduceRecordBuffered(r *kgo.Record) {
 }
 
 // OnProduceRecordUnbuffered implements kgo.HookProduceRecordUnbuffered.
-func (t *topicLoads) OnProduceRecordUnbuffered(r *kgo.Record, _ error) {
+func (t *topicLoads) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	l := t.get(r.Topic)
 	l.bytes.Add(-kgoSize(r))
 	l.records.Add(-1)
+	if err == nil && !l.failing.Load() || err != nil && !countsAsFailing(r, err) {
+		return // the common case, without a lock
+	}
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		l.fail = Health{}
+		l.failing.Store(false)
+		return
+	}
+	l.failing.Store(true)
+	if l.fail.Failing == 0 {
+		l.fail.Since = now
+	}
+	l.fail.Failing++
+	l.fail.Err = classify(err)
+	l.fail.At = now
 }
 
 // topicFits reports whether topic's share has room for records records of
@@ -103,6 +129,7 @@ func (p *Producer) topicFits(topic string, bytes, records int) bool {
 		return true
 	}
 	l.refused.Add(int64(records))
+	l.refusedAt.Store(time.Now().UnixNano())
 	return false
 }
 
@@ -173,10 +200,18 @@ func (t *topicLoads) Collect(ch chan<- prometheus.Metric) {
 	})
 }
 
-// TopicLoad is a topic's records in the producer's buffer and its records
-// refused for its share.
+// TopicLoad is a topic's records in the producer's buffer, its records
+// refused for its share, and its records that failed.
 type TopicLoad struct {
 	Bytes, Records, Refused int64
+	// ShareBytes and ShareRecords are the most the topic may hold.
+	ShareBytes, ShareRecords int64
+	// RefusedAt is when a record was last refused for the share; zero if
+	// never.
+	RefusedAt time.Time
+	// Failing is the topic's records that failed in a row, counted as the
+	// producer's Health counts them.
+	Failing Health
 }
 
 // TopicLoads returns every topic's load, by topic.
@@ -184,7 +219,15 @@ func (p *Producer) TopicLoads() map[string]TopicLoad {
 	out := map[string]TopicLoad{}
 	p.topics.m.Range(func(k, v any) bool {
 		l := v.(*namedLoad).load
-		out[k.(string)] = TopicLoad{Bytes: l.bytes.Load(), Records: l.records.Load(), Refused: l.refused.Load()}
+		tl := TopicLoad{Bytes: l.bytes.Load(), Records: l.records.Load(), Refused: l.refused.Load(),
+			ShareBytes: p.shareBytes, ShareRecords: p.shareRecords}
+		if at := l.refusedAt.Load(); at != 0 {
+			tl.RefusedAt = time.Unix(0, at)
+		}
+		l.mu.Lock()
+		tl.Failing = l.fail
+		l.mu.Unlock()
+		out[k.(string)] = tl
 		return true
 	})
 	return out
