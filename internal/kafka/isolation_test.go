@@ -251,8 +251,8 @@ func TestTopicShare(t *testing.T) {
 		t.Fatal(err)
 	}
 	one := records(a, 1)
-	if _, err := p.Produce(one); !errors.Is(err, ErrTopicFull) || !errors.Is(err, ErrFull) {
-		t.Fatalf("Produce past A's share: %v, want ErrTopicFull", err)
+	if _, err := p.Produce(one); !errors.Is(err, ErrTopicFull) || !errors.Is(err, ErrFull) || !strings.Contains(err.Error(), a) {
+		t.Fatalf("Produce past A's share: %v, want ErrTopicFull naming A", err)
 	}
 	if err := p.TryProduce(one); !errors.Is(err, ErrTopicFull) {
 		t.Fatalf("TryProduce past A's share: %v, want ErrTopicFull", err)
@@ -262,7 +262,7 @@ func TestTopicShare(t *testing.T) {
 	}
 	// A request with records for both topics is refused whole: A has no room.
 	mixed := append(records(b, 2), records(a, 1)...)
-	if err := p.TryProduce(mixed); !errors.Is(err, ErrTopicFull) {
+	if err := p.TryProduce(mixed); !errors.Is(err, ErrTopicFull) || !strings.Contains(err.Error(), a) {
 		t.Fatalf("TryProduce of A and B past A's share: %v, want ErrTopicFull", err)
 	}
 	db, err := p.Produce(records(b, 40))

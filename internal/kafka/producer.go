@@ -456,7 +456,7 @@ func (p *Producer) ProduceFunc(rec *event.Record, done func(error)) error {
 		return ErrFull
 	}
 	if !p.topicFits(rec.Topic, rec.Size(), 1) {
-		return ErrTopicFull
+		return topicFullError{rec.Topic}
 	}
 	start := time.Now()
 	p.cl.TryProduce(context.Background(), toKgo(rec), func(_ *kgo.Record, err error) {

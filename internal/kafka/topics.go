@@ -26,7 +26,17 @@ import (
 // topic already take its share of the buffer (Config.TopicShare), most
 // likely because Kafka is not taking that topic. errors.Is(err, ErrFull)
 // holds.
-var ErrTopicFull = fmt.Errorf("%w: the topic holds its share of it", ErrFull)
+var ErrTopicFull = fmt.Errorf("%w: a topic holds its share of it", ErrFull)
+
+// topicFullError is ErrTopicFull naming the topic, for the answer's
+// message.
+type topicFullError struct{ topic string }
+
+func (e topicFullError) Error() string {
+	return fmt.Sprintf("kafka: topic %q holds its share of the producer's buffer (--max-buffered-topic-share): Kafka is not taking it as fast as it comes", e.topic)
+}
+
+func (e topicFullError) Unwrap() error { return ErrTopicFull }
 
 // topicLoad is one topic's records in the buffer, counted by kgo's hooks
 // (so every produce path and the probe are counted, exactly once each),
@@ -150,7 +160,7 @@ func (p *Producer) room(recs []event.Record) error {
 	}
 	if one {
 		if !p.topicFits(recs[0].Topic, n, len(recs)) {
-			return ErrTopicFull
+			return topicFullError{recs[0].Topic}
 		}
 		return nil
 	}
@@ -163,14 +173,13 @@ func (p *Producer) room(recs []event.Record) error {
 		per[recs[i].Topic] = l
 	}
 	// Every topic is checked, so that each counts its refusal.
-	ok := true
+	var err error
 	for topic, l := range per {
-		ok = p.topicFits(topic, l.bytes, l.records) && ok
+		if !p.topicFits(topic, l.bytes, l.records) && err == nil {
+			err = topicFullError{topic}
+		}
 	}
-	if !ok {
-		return ErrTopicFull
-	}
-	return nil
+	return err
 }
 
 var (
