@@ -189,6 +189,9 @@ func TestTopicIsolation(t *testing.T) {
 	lb := &isoLoad{topic: b, callers: 40, n: 20, timeout: time.Second}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	t.Cleanup(halt) // also when the test fails early
 	t0 := time.Now()
 	la.run(p, stop, &wg)
 	lb.run(p, stop, &wg)
@@ -220,9 +223,19 @@ func TestTopicIsolation(t *testing.T) {
 	}
 	t2 := time.Now()
 	testkit.CreateTopic(t, brokers, b, 3, nil)
-	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
+	// B is taken again once the producer learned the new topic (its
+	// records of the old one fail with UNKNOWN_TOPIC_ID, or at the
+	// delivery timeout).
+	testkit.WaitFor(t, 90*time.Second, "B's records acknowledged again", func() bool {
+		_, n, failed := lb.window(t2, time.Now())
+		for _, c := range failed {
+			n -= c
+		}
+		return n > 0
+	})
+	t.Logf("B taken again %v after it was created again", time.Since(t2).Round(100*time.Millisecond))
+	time.Sleep(time.Second)
+	halt()
 
 	p99a0, na0, fa0 := la.window(t0.Add(3*time.Second), t1) // past the start
 	p99a1, na1, fa1 := la.window(t1, t2)
