@@ -50,4 +50,13 @@ func TestTopicShareAnswer(t *testing.T) {
 	if pt := rd.ProducerTopics[topic]; pt.State != "full" || pt.RefusedRecords != 1 || pt.ShareRecords != 45 {
 		t.Fatalf("readyz producer_topics[%s] = %+v, want full", topic, pt)
 	}
+	m := string(testkit.Do(t, "GET", base+"/metrics", nil).Body)
+	for _, want := range []string{
+		`inlet_producer_topic_refused_records_total{producer="events",topic="` + topic + `"} 1`,
+		`inlet_producer_topic_buffered_records{producer="events",topic="` + topic + `"} 4`, // 40-45
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics has no %s:\n%s", want, grepLines(m, "inlet_producer_topic_"))
+		}
+	}
 }
