@@ -31,7 +31,14 @@ import (
 //	                          buffered when the process dies is lost.
 //
 // In every mode a full buffer or spool is a 503 at once (ingest.ErrSinkFull),
-// never a silent drop, never the oldest data evicted. With --ack kafka a
+// never a silent drop, never the oldest data evicted. With --ack kafka and
+// --ack none each topic may hold at most --max-buffered-topic-share of the
+// producer's buffer (kafka.ErrTopicFull): a topic Kafka does not take gets
+// its 503s at once, and leaves the rest of the buffer to the other topics.
+// A request with events for several topics is answered whole: a 503 (or
+// 413/422) when any of its events was not stored, as the answer cannot say
+// which were; its other events may be in Kafka (at-least-once), never a 2xx
+// for an event that is not. With --ack kafka a
 // record Kafka refuses for good is a 413 (too large for the topic) or a 422
 // (refused: invalid record, topic, authorization), not a 503 to retry.
 

@@ -29,3 +29,30 @@ func produceFailing(p *kafka.Producer, now time.Time) string {
 	return fmt.Sprintf("%d records failed in a row since %s, none acknowledged since: %v",
 		h.Failing, h.Since.UTC().Format(time.RFC3339), h.Err)
 }
+
+// producerTopics is each topic's state in the producer for /readyz: "full"
+// while it refused records for its share within produceFailWindow of now,
+// "failing" while its records fail in a row (as produceFailing, for the
+// topic), else "ok".
+func producerTopics(p *kafka.Producer, now time.Time) map[string]ProducerTopic {
+	loads := p.TopicLoads()
+	if len(loads) == 0 {
+		return nil
+	}
+	out := make(map[string]ProducerTopic, len(loads))
+	for topic, l := range loads {
+		pt := ProducerTopic{State: "ok", BufferedRecords: l.Records, BufferedBytes: l.Bytes,
+			ShareRecords: l.ShareRecords, ShareBytes: l.ShareBytes, RefusedRecords: l.Refused}
+		switch f := l.Failing; {
+		case f.Failing > 0 && now.Sub(f.At) <= produceFailWindow:
+			pt.State = "failing"
+			pt.Error = fmt.Sprintf("%d records failed in a row since %s: %v", f.Failing, f.Since.UTC().Format(time.RFC3339), f.Err)
+		case !l.RefusedAt.IsZero() && now.Sub(l.RefusedAt) <= produceFailWindow:
+			pt.State = "full"
+			pt.Error = fmt.Sprintf("%d records buffered, its share is %d records and %d bytes: Kafka is not taking them as fast as they come; requests refused with 503",
+				l.Records, l.ShareRecords, l.ShareBytes)
+		}
+		out[topic] = pt
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -65,5 +66,58 @@ func TestProduceFailing(t *testing.T) {
 	}
 	if why := produceFailing(up, time.Now()); why != "" {
 		t.Fatalf("after an acknowledged record: %q", why)
+	}
+}
+
+// TestProducerTopics: /readyz's producer_topics says which topic holds its
+// share of the buffer (full) and which fails (failing), and the others
+// are ok.
+func TestProducerTopics(t *testing.T) {
+	t.Parallel()
+	cfg := kafka.DefaultConfig()
+	cfg.Brokers = testkit.DevBroker(t, "")
+	cfg.Linger = time.Minute // held until Close
+	cfg.MaxBufferedRecords = 100
+	p, err := kafka.NewProducer(cfg, testkit.Logger(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	recs := func(topic string, n int) []event.Record {
+		r := make([]event.Record, n)
+		for i := range r {
+			r[i] = event.Record{Topic: topic, Value: []byte(`{"event":"a"}`)}
+		}
+		return r
+	}
+	if err := p.TryProduce(recs("a", 45)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.TryProduce(recs("a", 1)); !errors.Is(err, kafka.ErrTopicFull) {
+		t.Fatalf("a past its share: %v", err)
+	}
+	if err := p.TryProduce(recs("b", 3)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	got := producerTopics(p, now)
+	if a := got["a"]; a.State != "full" || a.BufferedRecords != 45 || a.ShareRecords != 45 || a.RefusedRecords != 1 || !strings.Contains(a.Error, "503") {
+		t.Errorf("a: %+v", a)
+	}
+	if b := got["b"]; b.State != "ok" || b.BufferedRecords != 3 || b.Error != "" {
+		t.Errorf("b: %+v", b)
+	}
+	if a := producerTopics(p, now.Add(produceFailWindow+time.Second))["a"]; a.State != "ok" {
+		t.Errorf("a a window after its last refusal: %+v", a)
+	}
+
+	down := testProducer(t, []string{testkit.FreeAddr(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := down.ProduceSync(ctx, recs("c", 2)); err == nil {
+		t.Fatal("produced to nothing")
+	}
+	if c := producerTopics(down, time.Now())["c"]; c.State != "failing" || !strings.Contains(c.Error, "2 records failed in a row") || c.BufferedRecords != 0 {
+		t.Errorf("c: %+v", c)
 	}
 }

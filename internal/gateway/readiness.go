@@ -35,6 +35,24 @@ type Readiness struct {
 	// Routes is the routes file serving (--routes) and what each route
 	// and rule did, for information.
 	Routes *routes.State `json:"routes,omitempty"`
+	// ProducerTopics is each topic's part of the producer's buffer, by
+	// topic, for information: a topic Kafka does not take never makes the
+	// gateway unready, as it still takes the other topics' events.
+	ProducerTopics map[string]ProducerTopic `json:"producer_topics,omitempty"`
+}
+
+// ProducerTopic is one topic in the producer (producerTopics).
+type ProducerTopic struct {
+	// State is "ok"; "full" while the topic's records take its share of
+	// the buffer and its requests are refused (503); "failing" while its
+	// records fail in a row.
+	State           string `json:"state"`
+	Error           string `json:"error,omitempty"`
+	BufferedRecords int64  `json:"buffered_records"`
+	BufferedBytes   int64  `json:"buffered_bytes"`
+	ShareRecords    int64  `json:"share_records"`
+	ShareBytes      int64  `json:"share_bytes"`
+	RefusedRecords  int64  `json:"refused_records"`
 }
 
 // RPCState is the request-reply part of /readyz.
@@ -205,7 +223,7 @@ func (g *Gateway) spoolReadyRoom(maxBytes int64) int64 {
 // Otherwise Kafka must have answered the last metadata request. A gateway
 // that is shutting down is not ready.
 func (g *Gateway) Ready() Readiness {
-	rd := Readiness{Ack: g.cfg.Ack, Kafka: g.kafka.state()}
+	rd := Readiness{Ack: g.cfg.Ack, Kafka: g.kafka.state(), ProducerTopics: producerTopics(g.kafka.prod, time.Now())}
 	if g.replies != nil {
 		rd.RPC = &RPCState{Replies: g.replies.Address().String(), Healthy: "ok", InFlight: g.router.InFlight(), Peak: g.router.Peak()}
 		if err := g.replies.Healthy(); err != nil {

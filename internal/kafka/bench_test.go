@@ -59,3 +59,27 @@ func BenchmarkProduce(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTopicShare is what the per-topic shares add to a request of
+// five records, without Kafka: room's check of the request's topic, and
+// the buffered and unbuffered hooks of each record (topics.go).
+func BenchmarkTopicShare(b *testing.B) {
+	p := testProducer(b, []string{"127.0.0.1:1"}, nil) // never contacted
+	recs := testkit.BenchRecords("events", 5)
+	krs := make([]kgo.Record, len(recs))
+	for i := range recs {
+		setKgo(&krs[i], &recs[i], nil)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.room(recs); err != nil {
+			b.Fatal(err)
+		}
+		for i := range krs {
+			p.topics.OnProduceRecordBuffered(&krs[i])
+		}
+		for i := range krs {
+			p.topics.OnProduceRecordUnbuffered(&krs[i], nil)
+		}
+	}
+}

@@ -51,7 +51,7 @@ func (hc *health) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	if errors.Is(err, kerr.UnknownTopicID) {
 		hc.p.recreated(r)
 	}
-	if err != nil && (IsPermanent(err) || isProbe(r) || errors.Is(err, kgo.ErrMaxBuffered) || errors.Is(err, kgo.ErrClientClosed)) {
+	if err != nil && !countsAsFailing(r, err) {
 		return
 	}
 	if err == nil && !hc.failing.Load() {
@@ -72,6 +72,13 @@ func (hc *health) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 	hc.h.Failing++
 	hc.h.Err = classify(err)
 	hc.h.At = now
+}
+
+// countsAsFailing reports whether r's failure err says Kafka does not take
+// records: not a failure of the record's own (IsPermanent), of the probe,
+// of a full buffer or a closed client.
+func countsAsFailing(r *kgo.Record, err error) bool {
+	return !IsPermanent(err) && !isProbe(r) && !errors.Is(err, kgo.ErrMaxBuffered) && !errors.Is(err, kgo.ErrClientClosed)
 }
 
 // waitTimedOut counts a wait for acknowledgements that ran out of time

@@ -55,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) bufferedBytes(cl *kgo.Client) {
+func (m *Metrics) bufferedBytes(cl *kgo.Client, topics prometheus.Collector) {
 	if m.reg == nil {
 		return
 	}
@@ -68,6 +68,7 @@ func (m *Metrics) bufferedBytes(cl *kgo.Client) {
 			Name: "inlet_producer_buffered_records",
 			Help: "Records handed to the producer and not yet acknowledged by Kafka.",
 		}, func() float64 { return float64(cl.BufferedProduceRecords()) }),
+		topics,
 	)
 }
 

@@ -35,6 +35,11 @@ type Config struct {
 	MaxBufferedBytes int
 	// MaxBufferedRecords bounds the number of records not yet acknowledged.
 	MaxBufferedRecords int
+	// TopicShare is the part of MaxBufferedBytes and MaxBufferedRecords
+	// one topic's records may take, in (0, 1]: past it, records for that
+	// topic fail at once with ErrTopicFull, so that a topic Kafka does not
+	// take leaves the rest of the buffer to the others. 1 turns it off.
+	TopicShare float64
 	// BatchMaxBytes caps one partition batch (and so one record). Keep it
 	// at most the topic's max.message.bytes: a larger record then fails
 	// alone, before it is sent, where the broker would refuse its whole
@@ -67,6 +72,7 @@ func DefaultConfig() Config {
 		Linger:             time.Millisecond,
 		MaxBufferedBytes:   16 << 20,
 		MaxBufferedRecords: 20_000,
+		TopicShare:         0.5,
 		BatchMaxBytes:      1 << 20,
 		DeliveryTimeout:    2 * time.Minute,
 	}
@@ -82,6 +88,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBufferedBytes <= 0 || c.MaxBufferedRecords <= 0 {
 		return errors.New("kafka: max buffered bytes and records must be positive")
+	}
+	if !(c.TopicShare > 0 && c.TopicShare <= 1) {
+		return fmt.Errorf("kafka: topic share %v is not in (0, 1]", c.TopicShare)
 	}
 	if c.Linger < 0 || c.DeliveryTimeout < 0 {
 		return errors.New("kafka: linger and delivery timeout must not be negative")
@@ -137,6 +146,10 @@ type Producer struct {
 	metrics     *Metrics
 	undelivered *ratelog.Limiter // TryProduce's records that failed
 	health      *health
+	topics      *topicLoads
+	// A topic's share of the buffer (Config.TopicShare), of the part fits
+	// lets requests take.
+	shareBytes, shareRecords int64
 
 	// Purging topics that were recreated (health.go). purgeMu guards
 	// toPurge and purged.
@@ -184,6 +197,9 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 		purgeDone:   make(chan struct{}),
 	}
 	p.health = &health{p: p}
+	p.topics = &topicLoads{}
+	p.shareBytes = int64(float64(int64(cfg.MaxBufferedBytes)*9/10) * cfg.TopicShare)
+	p.shareRecords = int64(float64(int64(cfg.MaxBufferedRecords)*9/10) * cfg.TopicShare)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
@@ -194,7 +210,7 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
 		kgo.ProducerBatchMaxBytes(cfg.BatchMaxBytes),
 		kgo.AllowAutoTopicCreation(),
-		kgo.WithHooks(metrics, p.health),
+		kgo.WithHooks(metrics, p.health, p.topics),
 		kgo.WithLogger(Logger(log)),
 		// Closing the client waits up to a second for a last push of
 		// client metrics (KIP-714), past Close's context when Kafka hangs;
@@ -213,7 +229,7 @@ func newProducer(cfg Config, log *slog.Logger, metrics *Metrics, extra ...kgo.Op
 	if err != nil {
 		return nil, fmt.Errorf("creating kafka client: %w", err)
 	}
-	metrics.bufferedBytes(cl)
+	metrics.bufferedBytes(cl, p.topics)
 	p.cl = cl
 	go p.purger()
 	return p, nil
@@ -388,8 +404,8 @@ func (p *Producer) Produce(recs []event.Record) (*Delivery, error) {
 // records are allocated together: BenchmarkProduce measured this against
 // kgo.Client.ProduceSync, a promise per record.
 func (p *Producer) produce(recs []event.Record, pos []Position) (*Delivery, error) {
-	if !p.room(recs) {
-		return nil, ErrFull
+	if err := p.room(recs); err != nil {
+		return nil, err
 	}
 	d := newDelivery(p)
 	if len(recs) == 0 {
@@ -438,6 +454,9 @@ func (d *Delivery) settle(_ *kgo.Record, err error) {
 func (p *Producer) ProduceFunc(rec *event.Record, done func(error)) error {
 	if !p.fits(rec.Size(), 1) {
 		return ErrFull
+	}
+	if !p.topicFits(rec.Topic, rec.Size(), 1) {
+		return topicFullError{rec.Topic}
 	}
 	start := time.Now()
 	p.cl.TryProduce(context.Background(), toKgo(rec), func(_ *kgo.Record, err error) {
@@ -498,8 +517,8 @@ func (d *Delivery) Wait(ctx context.Context) error {
 // undeliveredLogInterval with the number since the last line: with ack=none
 // they are lost.
 func (p *Producer) TryProduce(recs []event.Record) error {
-	if !p.room(recs) {
-		return ErrFull
+	if err := p.room(recs); err != nil {
+		return err
 	}
 	start := time.Now()
 	promise := func(r *kgo.Record, err error) {
@@ -517,19 +536,14 @@ func (p *Producer) TryProduce(recs []event.Record) error {
 	return nil
 }
 
-// room reports whether the buffer can take recs while keeping a tenth of it
-// free, so that concurrent requests that passed this check together are
-// unlikely to hit the hard limit in kgo (which fails records after they were
-// accepted). The check is advisory; kgo's limit is the hard bound.
-func (p *Producer) room(recs []event.Record) bool {
-	n := 0
-	for i := range recs {
-		n += recs[i].Size()
-	}
-	return p.fits(n, len(recs))
-}
+// room (topics.go) checks recs against the buffer while keeping a tenth of
+// it free, so that concurrent requests that passed the check together are
+// unlikely to hit the hard limit in kgo (which fails records after they
+// were accepted), and against their topics' shares. The check is advisory;
+// kgo's limit is the hard bound.
 
-// fits is room for records records of bytes bytes in all.
+// fits reports whether the buffer, less a tenth, has room for records
+// records of bytes bytes in all.
 func (p *Producer) fits(bytes, records int) bool {
 	limit := int64(p.cfg.MaxBufferedBytes) * 9 / 10
 	return p.cl.BufferedProduceBytes()+int64(bytes) <= limit &&

@@ -193,7 +193,8 @@ func TestSoftLimit(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := testProducer(t, brokers, func(c *Config) { held(c); tc.mod(c) })
+			// One topic: the whole buffer (TestTopicShare tests the shares).
+			p := testProducer(t, brokers, func(c *Config) { held(c); c.TopicShare = 1; tc.mod(c) })
 			var ds []*Delivery
 			for i := range 9 {
 				d, err := p.Produce(one)
@@ -705,6 +706,9 @@ func TestConfigValidate(t *testing.T) {
 		{"compression case", func(c *Config) { c.Compression = "ZSTD" }, ""},
 		{"no bytes", func(c *Config) { c.MaxBufferedBytes = 0 }, "must be positive"},
 		{"no records", func(c *Config) { c.MaxBufferedRecords = -1 }, "must be positive"},
+		{"no topic share", func(c *Config) { c.TopicShare = 0 }, "not in (0, 1]"},
+		{"topic share above 1", func(c *Config) { c.TopicShare = 1.5 }, "not in (0, 1]"},
+		{"whole buffer per topic", func(c *Config) { c.TopicShare = 1 }, ""},
 		{"negative linger", func(c *Config) { c.Linger = -time.Millisecond }, "must not be negative"},
 		{"long linger", func(c *Config) { c.Linger = 2 * time.Minute }, "longer than a minute"},
 		{"negative delivery timeout", func(c *Config) { c.DeliveryTimeout = -time.Second }, "must not be negative"},

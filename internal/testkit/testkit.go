@@ -149,6 +149,14 @@ type KafkaCtl struct {
 // INLET_TEST_REQUIRE_KAFKA=1). Starting takes about ten seconds.
 func PrivateKafka(tb testing.TB) KafkaCtl {
 	tb.Helper()
+	return PrivateKafkaWith(tb, "")
+}
+
+// PrivateKafkaWith is PrivateKafka with props, lines of server.properties
+// that replace the script's (KAFKA_EXTRA_PROPS), e.g.
+// "auto.create.topics.enable=false".
+func PrivateKafkaWith(tb testing.TB, props string) KafkaCtl {
+	tb.Helper()
 	script := os.Getenv("INLET_TEST_KAFKA_SCRIPT")
 	if script == "" {
 		if requireReal() {
@@ -164,6 +172,9 @@ func PrivateKafka(tb testing.TB) KafkaCtl {
 		tb.Helper()
 		cmd := exec.Command(script, verb)
 		cmd.Env = append(os.Environ(), "KAFKA_DIR="+dir)
+		if props != "" {
+			cmd.Env = append(cmd.Env, "KAFKA_EXTRA_PROPS="+props)
+		}
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
