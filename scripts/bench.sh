@@ -26,7 +26,9 @@
 # Environment: ROUNDS=3 DURATION=20s WARMUP=5s OPEN_DURATION=15s CONNS=100
 #   EVENTS=5 EVENT_BYTES=100 FIXED_RATE=2000 PROFILE_SECONDS=10 KAFKA_WARMUP=15s
 #   SERVERS="noop none kafka spool" (a subset, in this order); each inlet
-#     server is MODE[-nethttp][-base]: --ack MODE; -base runs inlet built
+#     server is MODE[-nethttp][-routes][-base]: --ack MODE; -routes adds
+#     --routes bench/routes-20.yaml (20 rules and routes that no event of
+#     the load matches: each is checked against all); -base runs inlet built
 #     from the commit BASE (BASE=<git revision>), to compare a change with
 #     what it changes in one run; -nethttp adds --http-front nethttp (for
 #     a BASE that still had the fasthttp front)
@@ -96,11 +98,12 @@ label() {
 	[ "$s" = noop ] && { echo "no-op net/http"; return; }
 	mode="${s%%-*}"
 	[[ "$s" == *-nethttp* ]] && extra+=" --http-front nethttp"
+	[[ "$s" == *-routes* ]] && extra+=" --routes bench/routes-20.yaml"
 	[[ "$s" == *-base ]] && extra+=", at $BASE_REV"
 	echo "inlet --ack $mode$extra"
 }
 for s in "${LIST[@]}"; do
-	[[ "$s" =~ ^(noop|(none|kafka|spool)(-nethttp)?(-base)?)$ ]] || die "no server $s"
+	[[ "$s" =~ ^(noop|(none|kafka|spool)(-nethttp)?(-routes)?(-base)?)$ ]] || die "no server $s"
 	if [[ "$s" == *-base ]] && [ -z "${BASE:-}" ]; then die "$s needs BASE=<git revision>"; fi
 done
 
@@ -232,6 +235,7 @@ for r in $(seq 1 "$ROUNDS"); do
 			bin="$WORK/inlet" extra=()
 			[[ "$s" == *-base ]] && bin="$WORK/inlet-base"
 			[[ "$s" == *-nethttp* ]] && extra=(--http-front nethttp)
+			[[ "$s" == *-routes* ]] && extra+=(--routes "$REPO/bench/routes-20.yaml")
 			log "$(label "$s") (core 0)"
 			start_server "inlet-$s-$r" "$port" "$bin" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
 				--ack "${s%%-*}" "${extra[@]}" --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
