@@ -33,8 +33,12 @@ func produceFailing(p *kafka.Producer, now time.Time) string {
 // producerTopics is each topic's state in the producer for /readyz: "full"
 // while it refused records for its share within produceFailWindow of now,
 // "failing" while its records fail in a row (as produceFailing, for the
-// topic), else "ok".
+// topic), else "ok". Nil before the producer started (the live page asks from its first
+// request).
 func producerTopics(p *kafka.Producer, now time.Time) map[string]ProducerTopic {
+	if p == nil {
+		return nil
+	}
 	loads := p.TopicLoads()
 	if len(loads) == 0 {
 		return nil
