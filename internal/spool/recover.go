@@ -60,11 +60,18 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 		writerDone: make(chan struct{}),
 		notify:     make(chan struct{}),
 
+		topicsChanged: make(chan struct{}, 1),
+
 		deletes:     make(chan deletion, maxDeleting),
 		deletePause: deletePause,
 		deleterDone: make(chan struct{}),
 	}
 	if err := s.recover(); err != nil {
+		s.closeCursor()
+		lock.Close()
+		return nil, err
+	}
+	if err := s.loadTopics(); err != nil {
 		s.closeCursor()
 		lock.Close()
 		return nil, err
@@ -122,6 +129,9 @@ func (s *Spool) recover() error {
 		sc, err := s.scan(seg, curOff)
 		if err != nil {
 			return err
+		}
+		if sc.repaired && (s.repairedBase == 0 || base < s.repairedBase) {
+			s.repairedBase = base
 		}
 		if curOff >= 0 || haveCur && cur.Seg == base {
 			atCur = &sc
