@@ -90,6 +90,11 @@ type ForwarderConfig struct {
 	// row. It is called from the forwarder's goroutine, one
 	// record at a time, and must return once ctx is done.
 	Poison func(ctx context.Context, e Entry, err error) error
+
+	// IdleAfter: a topic whose records are all delivered and that had
+	// none for this long is forgotten (its lane stops); 0:
+	// DefaultIdleAfter.
+	IdleAfter time.Duration
 }
 
 // DefaultForwarderConfig returns the documented defaults.
@@ -239,7 +244,7 @@ func (f *Forwarder) start() {
 // topics forgotten, until Stop.
 func (f *Forwarder) manage() {
 	defer close(f.managed)
-	t := time.NewTicker(min(IdleAfter/2, time.Minute))
+	t := time.NewTicker(min(f.idleAfter()/2, time.Minute))
 	defer t.Stop()
 	for {
 		select {
@@ -285,7 +290,7 @@ func (f *Forwarder) forgetIdle() {
 	}
 	f.mu.Unlock()
 	for _, l := range idle {
-		if !f.s.forget(l.topic, IdleAfter) {
+		if !f.s.forget(l.topic, f.idleAfter()) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -296,8 +301,15 @@ func (f *Forwarder) forgetIdle() {
 		delete(f.lanes, l.topic)
 		f.mu.Unlock()
 		f.updateState()
-		f.log.Info("forwarder: a topic had no records for a while; its lane stopped (it starts again with the topic's next record)", "topic", l.topic, "idle", IdleAfter)
+		f.log.Info("forwarder: a topic had no records for a while; its lane stopped (it starts again with the topic's next record)", "topic", l.topic, "idle", f.idleAfter())
 	}
+}
+
+func (f *Forwarder) idleAfter() time.Duration {
+	if f.cfg.IdleAfter > 0 {
+		return f.cfg.IdleAfter
+	}
+	return DefaultIdleAfter
 }
 
 // stateRank orders the states from the best to the worst: the forwarder's

@@ -38,7 +38,7 @@ import (
 // topics, and each is sent from the cursor.
 //
 // A topic whose records are all delivered and that has had none for
-// IdleAfter is forgotten: its relay stops, and it leaves the file. At most
+// ForwarderConfig.IdleAfter is forgotten: its relay stops, and it leaves the file. At most
 // Config.MaxTopics topics are known at once; past that, an Append with a
 // record of a new topic fails with ErrTooManyTopics until one is
 // forgotten. --spool-max-bytes bounds the whole spool: a topic that stays
@@ -49,7 +49,7 @@ import (
 const topicsName = "topics"
 
 // ErrTooManyTopics: the spool knows Config.MaxTopics topics with records
-// waiting or sent within IdleAfter; an append to another topic is refused
+// waiting or had records lately; an append to another topic is refused
 // until one of them is forgotten.
 var ErrTooManyTopics = errors.New("spool: too many topics")
 
@@ -58,9 +58,10 @@ var ErrTooManyTopics = errors.New("spool: too many topics")
 // WindowBytes × Windows of memory.
 const DefaultMaxTopics = 64
 
-// IdleAfter is how long a topic whose records are all delivered waits for
-// another record before it is forgotten.
-var IdleAfter = 10 * time.Minute
+// DefaultIdleAfter is how long a topic whose records are all delivered
+// waits for another record before it is forgotten
+// (ForwarderConfig.IdleAfter 0).
+const DefaultIdleAfter = 10 * time.Minute
 
 // topicPos is where a topic's delivery stands.
 type topicPos struct {
@@ -110,7 +111,7 @@ func (s *Spool) register(t string) error {
 		n := len(s.topics)
 		s.mu.Unlock()
 		s.metrics.Full.Inc()
-		return fmt.Errorf("%w: %d topics have records waiting or had records within %v; %q must wait until one is forgotten", ErrTooManyTopics, n, IdleAfter, t)
+		return fmt.Errorf("%w: %d topics have records waiting or had records lately; %q must wait until one is forgotten", ErrTooManyTopics, n, t)
 	}
 	tp := &topicPos{pos: s.acked, done: s.nextSeq, seen: time.Now()}
 	file := s.topicsSnapshot()
