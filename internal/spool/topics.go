@@ -110,7 +110,6 @@ func (s *Spool) register(t string) error {
 	if len(s.topics) >= s.maxTopics() {
 		n := len(s.topics)
 		s.mu.Unlock()
-		s.metrics.Full.Inc()
 		return fmt.Errorf("%w: %d topics have records waiting or had records lately; %q must wait until one is forgotten", ErrTooManyTopics, n, t)
 	}
 	tp := &topicPos{pos: s.acked, done: s.nextSeq, seen: time.Now()}
