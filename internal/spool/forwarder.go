@@ -22,7 +22,8 @@ import (
 
 // Producer hands records to Kafka in order and returns at once; the
 // Delivery tells when Kafka acknowledged all of them. The forwarder calls
-// Produce from one goroutine at a time. A Produce that does not return
+// Produce from one goroutine per topic at a time, each call with records
+// of one topic. A Produce that does not return
 // holds the forwarder back, but not Stop (see Forwarder.Stop).
 type Producer interface {
 	Produce(recs []event.Record) (Delivery, error)
@@ -87,8 +88,9 @@ type ForwarderConfig struct {
 	// record is parked in the spool's parked/ file
 	// (inlet_spool_parked_records_total); a transient error is retried like
 	// a failed window, and the record parked at the QuarantineAfter-th in a
-	// row. It is called from the forwarder's goroutine, one
-	// record at a time, and must return once ctx is done.
+	// row. It is called from each topic's lane, one record at a time per
+	// topic (so from several goroutines at once), and must return once
+	// ctx is done.
 	Poison func(ctx context.Context, e Entry, err error) error
 
 	// IdleAfter: a topic whose records are all delivered and that had
