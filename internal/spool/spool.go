@@ -1,7 +1,9 @@
 // Package spool is inlet's local write-ahead log: a request's events are
 // appended and fsynced (group commit: concurrent requests share one fsync)
 // before the request is answered, and a forwarder sends them to Kafka
-// later, deleting a segment only once Kafka acknowledged all its records.
+// later, each topic on its own from its own position (topics.go: a topic
+// Kafka does not take holds back only its own records), deleting a segment
+// only once Kafka acknowledged all its records, of every topic.
 //
 // Files under Config.Dir:
 //
