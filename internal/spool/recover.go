@@ -54,6 +54,8 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 		writeLog: ratelog.New(log, slog.LevelError, "spool: write failed; the requests are answered 503", 10*time.Second),
 		cursorLog: ratelog.New(log, slog.LevelWarn,
 			"spool: writing the cursor failed; delivered segments are deleted all the same, and it is tried again every second (a restart meanwhile sends some delivered records again)", 10*time.Second),
+		topicsLog: ratelog.New(log, slog.LevelWarn,
+			"spool: writing the topics file failed; tried again every second (a restart meanwhile sends again what topics delivered since it was last written)", 10*time.Second),
 		tidyLog:    ratelog.New(log, slog.LevelWarn, "spool: deleting delivered segments failed; tried again every second", 10*time.Second),
 		reqs:       make(chan *request, cfg.QueueLength),
 		stop:       make(chan struct{}),

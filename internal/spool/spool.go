@@ -178,6 +178,7 @@ type Spool struct {
 	cur       cursorFile
 	cursorLog *ratelog.Limiter
 	tidyLog   *ratelog.Limiter
+	topicsLog *ratelog.Limiter
 
 	// mu guards what follows. Nothing slow (no I/O) happens while it is
 	// held.
@@ -320,7 +321,7 @@ func (s *Spool) Close() error {
 		}
 		s.closeCursor()
 		s.ackMu.Unlock()
-		s.saveTopics(true)
+		s.saveTopics(false)
 		s.parkMu.Lock()
 		if s.parked != nil {
 			s.parked.Close()

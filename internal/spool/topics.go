@@ -288,7 +288,7 @@ func (s *Spool) saveTopics(force bool) {
 		s.topicsDirty = true
 		s.mu.Unlock()
 		s.metrics.CursorErrors.Inc()
-		s.cursorLog.Log("file", topicsName, "err", err)
+		s.topicsLog.Log("err", err)
 	}
 }
 
