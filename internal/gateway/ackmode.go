@@ -95,7 +95,7 @@ func sinkErr(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, kafka.ErrFull) || errors.Is(err, spool.ErrFull):
+	case errors.Is(err, kafka.ErrFull) || errors.Is(err, spool.ErrFull) || errors.Is(err, spool.ErrTooManyTopics):
 		return fmt.Errorf("%w: %w", ingest.ErrSinkFull, err)
 	case kafka.IsTooLarge(err) || errors.Is(err, spool.ErrTooLarge):
 		return fmt.Errorf("%w: %w", ingest.ErrSinkTooLarge, err)

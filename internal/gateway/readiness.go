@@ -18,6 +18,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/routes"
+	"github.com/inlet-dev/inlet/internal/spool"
 )
 
 // Readiness is the body of /readyz: whether the gateway takes events now,
@@ -79,6 +80,11 @@ type SpoolState struct {
 	// and the dead-letter topic (parked under <spool dir>/parked/).
 	QuarantinedRecords uint64 `json:"quarantined_records,omitempty"`
 	ParkedRecords      uint64 `json:"parked_records,omitempty"`
+	// Topics is each topic's delivery: a topic Kafka does not take is
+	// retrying or stalled while the others go on; Forwarder above is the
+	// worst of them. One stuck topic does not make the instance unready
+	// (it still takes every topic's events) unless the spool fills.
+	Topics []spool.TopicState `json:"topics,omitempty"`
 }
 
 // kafkaCheck follows whether Kafka answers: a real metadata request,
@@ -240,7 +246,7 @@ func (g *Gateway) Ready() Readiness {
 		st := g.spool.Stats()
 		rd.Spool = &SpoolState{Bytes: st.Bytes, MaxBytes: st.MaxBytes, Segments: st.Segments, Unforwarded: st.Unforwarded,
 			OldestUnforwardedSeconds: g.fwd.OldestAge().Seconds(), Forwarder: g.fwd.State(), Failed: st.Failed, DiskFull: st.DiskFull,
-			QuarantinedRecords: st.Quarantined, ParkedRecords: st.Parked}
+			QuarantinedRecords: st.Quarantined, ParkedRecords: st.Parked, Topics: g.fwd.TopicStates()}
 	}
 	switch {
 	case g.stopping.Load():

@@ -37,6 +37,12 @@ func (s *Spool) Ack(p Pos) error {
 		return nil
 	}
 	s.acked = p
+	for _, tp := range s.topics {
+		if tp.pos.Seq < p.Seq {
+			tp.pos = p
+		}
+	}
+	s.topicsDirty = true
 	s.mu.Unlock()
 	return s.settle()
 }
@@ -116,6 +122,7 @@ func (s *Spool) tidy() {
 		}
 		s.ackMu.Unlock()
 	}
+	s.saveTopics(false)
 	if noRoom {
 		if free, err := diskFree(s.cfg.Dir); err == nil && free >= need {
 			s.mu.Lock()

@@ -28,6 +28,8 @@ func crashCopy(t *testing.T, s *Spool) string {
 	t.Helper()
 	s.ackMu.Lock()
 	defer s.ackMu.Unlock()
+	s.topicsMu.Lock() // no topics file half written
+	defer s.topicsMu.Unlock()
 	dst := t.TempDir()
 	es, err := os.ReadDir(s.cfg.Dir)
 	if err != nil {

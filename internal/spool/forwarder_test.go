@@ -438,6 +438,15 @@ func TestForwarderStates(t *testing.T) {
 	want(StateIdle)
 	f.start()
 	appendN(t, s, 0, 1)
+	defer func() {
+		if t.Failed() {
+			var g []float64
+			for _, other := range states {
+				g = append(g, testutil.ToFloat64(m.ForwarderState.WithLabelValues(other)))
+			}
+			t.Logf("state %s gauges %v topics %v lanes %+v stats %+v calls %d", f.State(), g, s.Topics(), f.TopicStates(), s.Stats(), k.calls)
+		}
+	}()
 	want(StateForwarding)
 	stall(0)
 	want(StateStalled)

@@ -54,17 +54,26 @@ func openFS(cfg Config, log *slog.Logger, metrics *Metrics, fsys FileSystem) (*S
 		writeLog: ratelog.New(log, slog.LevelError, "spool: write failed; the requests are answered 503", 10*time.Second),
 		cursorLog: ratelog.New(log, slog.LevelWarn,
 			"spool: writing the cursor failed; delivered segments are deleted all the same, and it is tried again every second (a restart meanwhile sends some delivered records again)", 10*time.Second),
+		topicsLog: ratelog.New(log, slog.LevelWarn,
+			"spool: writing the topics file failed; tried again every second (a restart meanwhile sends again what topics delivered since it was last written)", 10*time.Second),
 		tidyLog:    ratelog.New(log, slog.LevelWarn, "spool: deleting delivered segments failed; tried again every second", 10*time.Second),
 		reqs:       make(chan *request, cfg.QueueLength),
 		stop:       make(chan struct{}),
 		writerDone: make(chan struct{}),
 		notify:     make(chan struct{}),
 
+		topicsChanged: make(chan struct{}, 1),
+
 		deletes:     make(chan deletion, maxDeleting),
 		deletePause: deletePause,
 		deleterDone: make(chan struct{}),
 	}
 	if err := s.recover(); err != nil {
+		s.closeCursor()
+		lock.Close()
+		return nil, err
+	}
+	if err := s.loadTopics(); err != nil {
 		s.closeCursor()
 		lock.Close()
 		return nil, err
@@ -122,6 +131,9 @@ func (s *Spool) recover() error {
 		sc, err := s.scan(seg, curOff)
 		if err != nil {
 			return err
+		}
+		if sc.repaired && (s.repairedBase == 0 || base < s.repairedBase) {
+			s.repairedBase = base
 		}
 		if curOff >= 0 || haveCur && cur.Seg == base {
 			atCur = &sc

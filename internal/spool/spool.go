@@ -1,14 +1,18 @@
 // Package spool is inlet's local write-ahead log: a request's events are
 // appended and fsynced (group commit: concurrent requests share one fsync)
 // before the request is answered, and a forwarder sends them to Kafka
-// later, deleting a segment only once Kafka acknowledged all its records.
+// later, each topic on its own from its own position (topics.go: a topic
+// Kafka does not take holds back only its own records), deleting a segment
+// only once Kafka acknowledged all its records, of every topic.
 //
 // Files under Config.Dir:
 //
 //	<base>.seg   segments, named by the sequence number of their first record
-//	cursor       where delivery stands, rewritten in place (cursor.go); an
-//	             optimization (a lost or stale cursor only means records
-//	             are sent again, never skipped)
+//	cursor       where delivery stands for every topic, rewritten in place
+//	             (cursor.go); an optimization (a lost or stale cursor only
+//	             means records are sent again, never skipped)
+//	topics       each topic and where its delivery stands (topics.go);
+//	             written before a new topic's first record is accepted
 //	lock         held (flock) by the one process using the spool
 //	<base>.seg.corrupt[.N]
 //	             a damaged segment as it was before the spool cut the damage
@@ -58,6 +62,9 @@ type Config struct {
 	MaxGroupBytes int
 	// QueueLength bounds the appends waiting for the writer.
 	QueueLength int
+	// MaxTopics bounds the topics known at once (topics.go); 0:
+	// DefaultMaxTopics.
+	MaxTopics int
 }
 
 // DefaultConfig returns the documented defaults.
@@ -171,6 +178,7 @@ type Spool struct {
 	cur       cursorFile
 	cursorLog *ratelog.Limiter
 	tidyLog   *ratelog.Limiter
+	topicsLog *ratelog.Limiter
 
 	// mu guards what follows. Nothing slow (no I/O) happens while it is
 	// held.
@@ -194,15 +202,35 @@ type Spool struct {
 	// succeeds or tidy finds that much room free.
 	noRoom     error
 	noRoomNeed int64
+
+	// topics: each topic's delivery position (topics.go); acked is the
+	// lowest of them. topicsDirty: a position moved since the topics
+	// file was written.
+	topics      map[string]*topicPos
+	topicsDirty bool
+	// repairedBase: the first segment recover cut damage out of (0:
+	// none); numbers after a cut move, so the topics file is not trusted
+	// past it.
+	repairedBase uint64
+
+	// topicsMu serializes adding and forgetting topics and writes of the
+	// topics file. It is taken before mu.
+	topicsMu sync.Mutex
+	// topicsChanged is signalled when a topic is added.
+	topicsChanged chan struct{}
 }
 
 // unforwarded counts the records at or after the delivered position.
 // Sequence numbers may have gaps where damage was cut out. s.mu must be
 // held (or the spool not yet shared).
-func (s *Spool) unforwarded() uint64 {
+func (s *Spool) unforwarded() uint64 { return s.unforwardedFrom(s.acked.Seq) }
+
+// unforwardedFrom counts the records numbered seq or more. s.mu must be
+// held.
+func (s *Spool) unforwardedFrom(seq uint64) uint64 {
 	var n uint64
 	for _, seg := range s.segs {
-		if end, from := seg.base+seg.count, max(seg.base, s.acked.Seq); end > from {
+		if end, from := seg.base+seg.count, max(seg.base, seq); end > from {
 			n += end - from
 		}
 	}
@@ -293,6 +321,7 @@ func (s *Spool) Close() error {
 		}
 		s.closeCursor()
 		s.ackMu.Unlock()
+		s.saveTopics(false)
 		s.parkMu.Lock()
 		if s.parked != nil {
 			s.parked.Close()

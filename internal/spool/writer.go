@@ -112,6 +112,14 @@ func (s *Spool) Append(ctx context.Context, recs []event.Record) error {
 		}
 		return s.Append(ctx, recs)
 	}
+	if t, unknown := s.unknownTopic(recs, start); unknown {
+		s.mu.Unlock()
+		req.free()
+		if err := s.register(t); err != nil {
+			return err
+		}
+		return s.Append(ctx, recs)
+	}
 	s.reserved += n
 	s.mu.Unlock()
 
