@@ -311,4 +311,16 @@ func TestTopicShare(t *testing.T) {
 	if err := p.TryProduce(records(a, 45)); err != nil {
 		t.Fatalf("A once delivered: %v", err)
 	}
+	if err := p.Flush(ctxFor(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	// A batch larger than the share goes in when its topic holds nothing
+	// (the buffer still bounds it): else a spool window of more records
+	// than the share would be refused for ever, stalling the forwarder.
+	if err := p.TryProduce(records(a, 60)); err != nil {
+		t.Fatalf("60 records of an empty topic, share 45: %v, want them taken", err)
+	}
+	if err := p.TryProduce(records(a, 1)); !errors.Is(err, ErrTopicFull) {
+		t.Fatalf("A past its share after the large batch: %v, want ErrTopicFull", err)
+	}
 }

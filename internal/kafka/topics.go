@@ -129,13 +129,17 @@ func (t *topicLoads) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 }
 
 // topicFits reports whether topic's share has room for records records of
-// bytes bytes, counting a refusal when it has not.
+// bytes bytes, counting a refusal when it has not. A topic that holds
+// nothing takes any batch the buffer has room for (fits): a batch larger
+// than the share, such as a spool window of many small records, would else
+// be refused for ever and stall the forwarder.
 func (p *Producer) topicFits(topic string, bytes, records int) bool {
 	if p.cfg.TopicShare >= 1 {
 		return true
 	}
 	l := p.topics.get(topic)
-	if l.bytes.Load()+int64(bytes) <= p.shareBytes && l.records.Load()+int64(records) <= p.shareRecords {
+	held := l.records.Load()
+	if held == 0 || l.bytes.Load()+int64(bytes) <= p.shareBytes && held+int64(records) <= p.shareRecords {
 		return true
 	}
 	l.refused.Add(int64(records))
