@@ -233,7 +233,7 @@ func testRouteIsolation(t *testing.T, brokers []string, ack string, outage time.
 	t0 := time.Now()
 	time.Sleep(8 * time.Second)
 	t1 := time.Now()
-	isoDeleteTopic(t, brokers, topicB)
+	testkit.DeleteTopic(t, brokers, topicB)
 	t.Logf("topic B deleted in %v; an outage of %v", time.Since(t1).Round(time.Millisecond), outage)
 	since := time.Now().Add(time.Second)
 	time.Sleep(outage)
@@ -515,25 +515,4 @@ func isoReadable(brokers []string, topic string) bool {
 		}
 	})
 	return n > 0
-}
-
-// isoDeleteTopic deletes topic. On a broker that does not create topics on
-// demand Kafka then refuses every write to it while the broker and every
-// other topic are fine: a topic Kafka will not take.
-func isoDeleteTopic(tb testing.TB, brokers []string, topic string) {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	r, err := kadm.NewClient(cl).DeleteTopic(ctx, topic)
-	if err == nil {
-		err = r.Err
-	}
-	if err != nil {
-		tb.Fatalf("deleting topic %s: %v", topic, err)
-	}
 }

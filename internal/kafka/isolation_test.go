@@ -12,34 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
-
-// deleteTopic deletes topic. On a broker that does not create topics on
-// demand, Kafka then refuses every write to it (UNKNOWN_TOPIC_OR_PARTITION)
-// while the broker and every other topic are fine: a topic Kafka will not
-// take.
-func deleteTopic(tb testing.TB, brokers []string, topic string) {
-	tb.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	r, err := kadm.NewClient(cl).DeleteTopic(ctx, topic)
-	if err == nil {
-		err = r.Err
-	}
-	if err != nil {
-		tb.Fatalf("deleting topic %s: %v", topic, err)
-	}
-}
 
 // isoLoad is a closed loop of ProduceSync requests to one topic, each of
 // n records keyed by caller, their values "caller/seq" in order per key.
@@ -208,7 +183,7 @@ func TestTopicIsolation(t *testing.T) {
 	}
 	time.Sleep(before)
 	t1 := time.Now()
-	deleteTopic(t, brokers, b)
+	testkit.DeleteTopic(t, brokers, b)
 	time.Sleep(outage)
 	// B holds its share and no more, and refuses; A holds few records and
 	// does not fail.

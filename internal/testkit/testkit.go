@@ -574,6 +574,28 @@ func CreateTopic(tb testing.TB, brokers []string, topic string, partitions int32
 	}
 }
 
+// DeleteTopic deletes topic, failing the test if Kafka refuses. On a broker
+// that does not create topics on demand, Kafka then refuses every write to
+// it (UNKNOWN_TOPIC_OR_PARTITION) while the broker and every other topic
+// are fine: a topic Kafka will not take.
+func DeleteTopic(tb testing.TB, brokers []string, topic string) {
+	tb.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r, err := kadm.NewClient(cl).DeleteTopic(ctx, topic)
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil {
+		tb.Fatalf("deleting topic %s: %v", topic, err)
+	}
+}
+
 // RecreateTopic deletes topic and waits until it exists again with a new
 // ID (a topic of one partition), creating it if need be: a client's
 // metadata request may have created it first (auto-creation), which is a
