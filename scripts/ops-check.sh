@@ -23,6 +23,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+# shellcheck source=scripts/wait-serving.sh
+. scripts/wait-serving.sh
 log() { printf 'ops-check.sh: %s\n' "$*" >&2; }
 die() {
 	printf 'ops-check.sh: error: %s\n' "$*" >&2
@@ -100,14 +102,7 @@ go build -o .cache/ops-inlet ./cmd/inlet
 ./.cache/ops-inlet serve --listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$work/data" \
 	--rpc-services echo --clients "$work/clients.json" >"$work/serve.log" 2>&1 &
 pid=$!
-addr=
-for _ in $(seq 300); do
-	addr="$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$work/serve.log" | head -1)"
-	[ -n "$addr" ] && curl -fs -o /dev/null "http://$addr/readyz" && break
-	kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inlet serve exited"; }
-	sleep 0.1
-done
-curl -fs -o /dev/null "http://$addr/readyz" || { cat "$work/serve.log" >&2; die "inlet serve not ready after 30 s"; }
+wait_serving "$work/serve.log" "$pid"
 curl -fs -o /dev/null -H 'Content-Type: application/json' -d '[{"event":"ops_check"}]' "http://$addr/v1/batch"
 INLET="http://$addr" bash -euo pipefail <(scripts/doc-commands.sh "$page") >"$work/doc.out" || {
 	cat "$work/doc.out" >&2

@@ -9,6 +9,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+# shellcheck source=scripts/wait-serving.sh
+. scripts/wait-serving.sh
 page=docs/routing.md
 die() {
 	printf 'routing-check.sh: error: %s\n' "$*" >&2
@@ -40,15 +42,7 @@ sed '1,/^EOF$/d' "$work/all.sh" >"$work/rest.sh"
 (cd "$work" && exec inlet serve --listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$work/data" \
 	--routes routes.yaml --clients clients.json --auth >"$work/serve.log" 2>&1) &
 pid=$!
-addr=
-for _ in $(seq 300); do
-	addr="$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$work/serve.log" | head -1)"
-	[ -n "$addr" ] && curl -fs -o /dev/null "http://$addr/readyz" && break
-	kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inlet serve exited"; }
-	sleep 0.1
-done
-curl -fs -o /dev/null "http://$addr/readyz" || { cat "$work/serve.log" >&2; die "inlet serve not ready after 30 s"; }
-brokers="$(sed -n 's/.*msg=serving .* brokers=\[\([^] ]*\)\].*/\1/p' "$work/serve.log" | head -1)"
+wait_serving "$work/serve.log" "$pid"
 
 (cd "$work" && INLET="http://$addr" BROKERS="$brokers" timeout 120 bash -euo pipefail rest.sh) >"$work/out" 2>&1 || {
 	cat "$work/out" >&2
