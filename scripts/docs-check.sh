@@ -12,7 +12,8 @@
 # Pages whose blocks another script runs (it names the page and calls
 # doc-commands.sh: routing-check.sh, ops-check.sh, ...) are left to it.
 # Fails when a command exits non-zero or prints other than what its block
-# shows. About 30 s with the build cached.
+# shows, when README.md is over 300 lines, or when BENCHMARKS.md does not
+# open with its table of current figures; warns of links to missing files. About 30 s with the build cached.
 #
 # Usage: scripts/docs-check.sh [PAGE.md...]    (default: every page)
 set -euo pipefail
@@ -45,6 +46,22 @@ else
 		pages+=("$page")
 	done
 fi
+
+# The shape the issue asks of the two files a newcomer opens first.
+lines="$(wc -l <README.md)"
+[ "$lines" -le 300 ] || die "README.md has $lines lines: a landing page has at most 300 (move the detail to docs/)"
+first="$(grep -m1 '^## ' BENCHMARKS.md)"
+[ "$first" = "## Current figures" ] || die "BENCHMARKS.md must open with '## Current figures' (its first section is '$first')"
+sed -n '/^## Current figures$/,/^## /p' BENCHMARKS.md | grep '^| what | figure |' >/dev/null ||
+	die "BENCHMARKS.md's '## Current figures' has no table of figures"
+# Links to files that do not exist: a warning, since pages other branches
+# add are linked before they are merged.
+for page in README.md docs/*.md; do
+	{ grep -o '\](\([^)#[:space:]]*\)[^)]*)' "$page" || true; } | sed 's/^](\([^)#]*\).*/\1/' | while read -r target; do
+		case "$target" in "" | http://* | https://* | mailto:*) continue ;; esac
+		[ -e "$(dirname "$page")/$target" ] || log "warning: $page links $target, which does not exist"
+	done
+done
 
 work="$(mktemp -d)"
 pid=
