@@ -46,7 +46,7 @@ __doc_expect() {
 	local i=0
 	while IFS= read -r want; do
 		# The pattern: the expected text, glob characters escaped, `...` as *.
-		pat= rest="$want"
+		pat='' rest="$want"
 		while [[ "$rest" == *...* ]]; do
 			part="${rest%%...*}"
 			pat+="$(printf '%s' "$part" | sed 's/[][\\*?]/\\&/g')*"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the check scripts that start `inlet serve` in the background:
 # wait_serving LOG PID waits (up to 30 s) until the server logging to LOG
 # says where it serves and answers /readyz there, then sets addr (host:port
@@ -14,5 +15,6 @@ wait_serving() {
 		sleep 0.1
 	done
 	curl -fs -o /dev/null "http://$addr/readyz" || { cat "$log" >&2; die "inlet serve not ready after 30 s"; }
+	# shellcheck disable=SC2034 # for the sourcing script
 	brokers="$(sed -n 's/.*msg=serving .* brokers=\[\([^] ]*\)\].*/\1/p' "$log" | head -1)"
 }
