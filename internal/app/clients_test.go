@@ -20,7 +20,7 @@ func TestClientsCommand(t *testing.T) {
 	}
 
 	// NAME before and between flags.
-	code, out, errs := run(nil, "add", "--file", path, "web", "--groups", "web,ios", "--default-group", "web", "--rate", "5", "--burst", "10")
+	code, out, errs := run(nil, "add", "--file", path, "web", "--groups", "web,ios", "--topics", "web.*", "--default-group", "web", "--rate", "5", "--burst", "10")
 	if code != 0 {
 		t.Fatalf("add: exit %d: %s", code, errs)
 	}
@@ -62,7 +62,7 @@ func TestClientsCommand(t *testing.T) {
 		t.Errorf("duplicate: exit %d: %s", code, errs)
 	}
 	code, out, errs = run(nil, "list", "--file", path)
-	if code != 0 || !strings.Contains(out, "web,ios") || !strings.Contains(out, "5/s") || !strings.Contains(out, "ops") {
+	if code != 0 || !strings.Contains(out, "web,ios") || !strings.Contains(out, "web.*") || !strings.Contains(out, "5/s") || !strings.Contains(out, "ops") {
 		t.Errorf("list: exit %d:\n%s%s", code, out, errs)
 	}
 	if strings.Contains(out, secret) || strings.Contains(out, auth.HashSecret(secret)) {

@@ -270,7 +270,7 @@ func RemoveClient(path, id string) error {
 // list`): no secret, nor its hash.
 func PrintClients(w io.Writer, cs []Client) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tGROUPS\tDEFAULT GROUP\tRATE\tBURST\tADMIN\tCREATED")
+	fmt.Fprintln(tw, "ID\tGROUPS\tTOPICS\tDEFAULT GROUP\tRATE\tBURST\tADMIN\tCREATED")
 	dash := func(s string) string {
 		if s == "" {
 			return "-"
@@ -281,6 +281,10 @@ func PrintClients(w io.Writer, cs []Client) error {
 		groups, rate, burst := strings.Join(c.Groups, ","), "-", "-"
 		if groups == "" {
 			groups = "*"
+		}
+		topics := strings.Join(c.Topics, ",")
+		if topics == "" {
+			topics = "*"
 		}
 		if c.Rate > 0 {
 			rate = strconv.FormatFloat(c.Rate, 'g', -1, 64) + "/s"
@@ -293,7 +297,7 @@ func PrintClients(w io.Writer, cs []Client) error {
 		if !c.Created.IsZero() {
 			created = c.Created.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%t\t%s\n", c.ID, groups, dash(c.DefaultGroup), rate, burst, c.Admin, created)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\n", c.ID, groups, topics, dash(c.DefaultGroup), rate, burst, c.Admin, created)
 	}
 	return tw.Flush()
 }

@@ -254,7 +254,10 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 	var t tally
 	// viols[i] are the violations of event i: let through in its header
 	// when it is accepted, or why it was rejected.
-	viols := make([][]catalog.Violation, len(items))
+	var viols [][]catalog.Violation // with a catalog only
+	if s.cat != nil {
+		viols = make([][]catalog.Violation, len(items))
+	}
 	for i := range items {
 		e := &evs[i]
 		if bads[i] == nil && keyOf != nil && keyOf[i] >= 0 {
@@ -281,7 +284,10 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 	recs := b.RecordSlice(len(items))
 	ans := Answer{Rejected: []Rejection{}}
 	for i, raw := range items {
-		vs := viols[i]
+		var vs []catalog.Violation
+		if viols != nil {
+			vs = viols[i]
+		}
 		if rt != nil && rt.dropped(i) {
 			ans.Accepted++ // dropped by a rule: not the client's error
 			continue

@@ -17,7 +17,8 @@ type routing struct {
 	t   *routes.Table
 	in  routes.Input
 	d   routes.Decision
-	evs []routed // per event
+	evs []routed // per event; nil until one needs it (ev)
+	n   int      // events in the request
 	// drops is how many events were dropped.
 	drops int
 }
@@ -30,14 +31,28 @@ type routed struct {
 }
 
 func newRouting(t *routes.Table, r *http.Request, endpoint string, n int) *routing {
-	rt := &routing{t: t, evs: make([]routed, n)}
+	rt := &routing{t: t, n: n}
 	rt.in.Endpoint = endpoint
 	rt.in.Header = r.Header
 	return rt
 }
 
+// ev is the i-th event's routed, made for the first event the default
+// route does not deliver unchanged (most requests have none).
+func (rt *routing) ev(i int) *routed {
+	if rt.evs == nil {
+		rt.evs = make([]routed, rt.n)
+	}
+	return &rt.evs[i]
+}
+
 // deadLetter is the i-th event's dead-letter topic, "" for the gateway's.
-func (rt *routing) deadLetter(i int) string { return rt.evs[i].dead }
+func (rt *routing) deadLetter(i int) string {
+	if rt.evs == nil {
+		return ""
+	}
+	return rt.evs[i].dead
+}
 
 // rejected reports whether routing rejected an event for bad: its answer
 // says the reason.
@@ -49,7 +64,7 @@ func (rt *routing) rejected(bad *event.Invalid) bool {
 	return false
 }
 
-func (rt *routing) dropped(i int) bool { return rt.evs[i].drop }
+func (rt *routing) dropped(i int) bool { return rt.evs != nil && rt.evs[i].drop }
 
 // route decides the i-th event of b, of group e.Group, from client:
 // its record's route (SetRoute), or its rejection (dead-lettered to the
@@ -62,7 +77,10 @@ func (rt *routing) route(b *event.Batch, i int, e *planned, client string, p aut
 	in.Client, in.Group, in.Event = client, e.Group, b.NameBytes(i)
 	in.UID, in.AnonID, in.ID = b.UID(i), b.AnonID(i), b.ClientID(i)
 	rt.t.Decide(in, d)
-	ev := &rt.evs[i]
+	if d.Default && d.DeadLetter == "" && (p.Client == nil || p.Client.AllowTopic(d.RouteTopic)) {
+		return nil // the batch's topic and key, no route headers: as without a routes file
+	}
+	ev := rt.ev(i)
 	ev.dead = d.DeadLetter
 	switch d.Action {
 	case routes.Drop:

@@ -180,3 +180,40 @@ func BenchmarkIngestRoutes(b *testing.B) {
 	}
 	b.Run("routes=bench", func(b *testing.B) { benchIngest(b, WithRoutes(routesOf(b, string(bench)))) })
 }
+
+// An event no rule or route acts on is written as without a routes file:
+// the batch's topic and key, the same headers (no inlet-route, no
+// inlet-topic); one a redirect rule sent to the default route's topic
+// still says so in its headers.
+func TestRoutesDefaultUnchanged(t *testing.T) {
+	t.Parallel()
+	file := "rules:\n  - {name: moved, match: {event: moved}, action: redirect, topic: events}\n" + testRoutes[strings.Index(testRoutes, "routes:"):]
+	body := []byte(`[{"event":"view","id":"e1","uid":"u1"},{"event":"moved","id":"e2","uid":"u2"}]`)
+	headersOf := func(rec event.Record) []string {
+		var ks []string
+		for _, h := range rec.Headers {
+			ks = append(ks, h.Key)
+		}
+		return ks
+	}
+	plain := newHarness(t, nil)
+	if r := plain.do(t, "POST", "/v1/batch", body, "Content-Type", "application/json"); r.status != http.StatusOK {
+		t.Fatalf("without routes: %d %s", r.status, r.body)
+	}
+	routed := newHarness(t, nil, WithRoutes(routesOf(t, file)))
+	if r := routed.do(t, "POST", "/v1/batch", body, "Content-Type", "application/json"); r.status != http.StatusOK {
+		t.Fatalf("with routes: %d %s", r.status, r.body)
+	}
+	want, got := plain.sink.records(), routed.sink.records()
+	if len(want) != 2 || len(got) != 2 {
+		t.Fatalf("%d and %d records, want 2 each", len(want), len(got))
+	}
+	if got[0].Topic != want[0].Topic || string(got[0].Key) != string(want[0].Key) ||
+		fmt.Sprint(headersOf(got[0])) != fmt.Sprint(headersOf(want[0])) {
+		t.Errorf("unrouted event: %s %q %v, want %s %q %v as without a routes file",
+			got[0].Topic, got[0].Key, headersOf(got[0]), want[0].Topic, want[0].Key, headersOf(want[0]))
+	}
+	if r, _ := header(got[1], event.HeaderRoute); r != "default" {
+		t.Errorf("redirected event: %s %q, want default (its headers %v)", event.HeaderRoute, r, headersOf(got[1]))
+	}
+}

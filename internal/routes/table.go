@@ -53,6 +53,10 @@ type Decision struct {
 	Reason, Msg string
 	Key         Key
 	KeyProp     string
+	// Default is true when the default route (--topic) delivers the
+	// event unchanged: no rule or overflow acted on it. Its record is
+	// written as without a routes file (no route headers).
+	Default bool
 }
 
 // Reasons of events dead-lettered by routing.
@@ -314,6 +318,7 @@ func (t *Table) Decide(in *Input, d *Decision) {
 		d.Topic = t.overflow.Topic
 	default:
 		rt.stats.add(cRouted)
+		d.Default = rt == &t.deflt
 	}
 }
 

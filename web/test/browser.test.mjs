@@ -206,6 +206,40 @@ test("the example page's views and clicks arrive in Kafka with their names, prop
   await ctx.close();
 });
 
+test("a routes file sends inlet.js's events where a route says, with no change to the tracker", { skip }, async () => {
+  const { writeFileSync } = await import("node:fs");
+  const carts = `${topic}-carts`;
+  const file = join(tmp, "routes.yaml");
+  writeFileSync(file, `routes:\n  - {name: carts, match: {event: add_to_cart}, topic: ${carts}}\n`);
+  const routed = await startGateway(["--routes", file]);
+  try {
+    const ctx = await browser.newContext();
+    const page = await shop(ctx, routed.url);
+    const anon = await page.evaluate(() => inlet.anonymousId());
+    await page.click('[data-sku="ESP-250"] .add');
+    await waitFor("the tracker's queue to empty", () => page.evaluate(() => inlet.queued() === 0));
+    let cart;
+    await waitFor(`the add_to_cart record in ${carts}`, () => {
+      cart = consume(carts).find((r) => r.value.anon_id === anon);
+      return cart;
+    }, 30000);
+    assert.equal(cart.value.event, "add_to_cart");
+    assert.equal(cart.headers["inlet-route"], "carts");
+    assert.equal(cart.headers["inlet-topic"], carts);
+    let view;
+    await waitFor(`the page_view record in ${topic}`, () => {
+      view = consume().find((r) => r.value.anon_id === anon && r.value.event === "page_view");
+      return view;
+    }, 30000);
+    assert.equal(view.headers["inlet-route"], undefined, "matched by no route: written as without a routes file");
+    assert.ok(!consume().some((r) => r.value.anon_id === anon && r.value.event === "add_to_cart"), "the routed event is not also on --topic");
+    await ctx.close();
+  } finally {
+    routed.proc.kill("SIGTERM");
+    await new Promise((r) => routed.proc.once("exit", r));
+  }
+});
+
 test("closing the tab right after a click still delivers it (sendBeacon)", { skip }, async () => {
   const ctx = await browser.newContext();
   // A long flush interval and a large flushAt: only the page going away sends.
