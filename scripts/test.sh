@@ -97,6 +97,8 @@ scripts/routing-check.sh
 
 echo "== docs: the runnable blocks of README.md and docs/ run as written (scripts/docs-check.sh)" >&2
 scripts/docs-check.sh
+echo "== segment: docs/segment.md run as written (scripts/segment-check.sh)" >&2
+scripts/segment-check.sh
 
 echo "== web: inlet.js and the browser tests (headless Chromium)" >&2
 if ! command -v npm >/dev/null 2>&1; then
