@@ -249,7 +249,7 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 
 	var rt *routing
 	if s.routes != nil {
-		rt = newRouting(s.routes.Load(), r, endpoint, len(items))
+		rt = newRouting(s.routes.Load(), r, endpoint, meta.Client, len(items))
 	}
 	var t tally
 	// viols[i] are the violations of event i: let through in its header
@@ -271,7 +271,7 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			e.Props = nil
 		}
 		if bads[i] == nil && rt != nil {
-			bads[i] = rt.route(b, i, e, meta.Client, p)
+			bads[i] = rt.route(b, i, e, p)
 		}
 		if bads[i] != nil {
 			b.Reject(i, bads[i])

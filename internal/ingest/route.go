@@ -30,10 +30,12 @@ type routed struct {
 	drop bool        // dropped by a rule
 }
 
-func newRouting(t *routes.Table, r *http.Request, endpoint string, n int) *routing {
+func newRouting(t *routes.Table, r *http.Request, endpoint, client string, n int) *routing {
 	rt := &routing{t: t, n: n}
 	rt.in.Endpoint = endpoint
 	rt.in.Header = r.Header
+	rt.in.Client = client
+	t.Prepare(&rt.in)
 	return rt
 }
 
@@ -72,9 +74,10 @@ func (rt *routing) dropped(i int) bool { return rt.evs != nil && rt.evs[i].drop 
 // event routed to a topic outside its client's topics is rejected
 // (forbidden_topic): the topic a route chose is checked, not a redirect
 // or overflow topic, which the operator chose.
-func (rt *routing) route(b *event.Batch, i int, e *planned, client string, p auth.Principal) *event.Invalid {
+func (rt *routing) route(b *event.Batch, i int, e *planned, p auth.Principal) *event.Invalid {
 	in, d := &rt.in, &rt.d
-	in.Client, in.Group, in.Event = client, e.Group, b.NameBytes(i)
+	client := in.Client
+	in.Group, in.Event = e.Group, b.NameBytes(i)
 	in.UID, in.AnonID, in.ID = b.UID(i), b.AnonID(i), b.ClientID(i)
 	rt.t.Decide(in, d)
 	if d.Default && d.DeadLetter == "" && (p.Client == nil || p.Client.AllowTopic(d.RouteTopic)) {

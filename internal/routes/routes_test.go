@@ -378,3 +378,85 @@ func TestBenchRoutesFile(t *testing.T) {
 		t.Fatalf("bench event: %+v, want the default route", d)
 	}
 }
+
+// Prepare changes no decision: every event of every request is decided the
+// same with the request prepared as without (the bench's file, the test
+// file, and one of more entries than the plan's room).
+func TestPrepareSameDecisions(t *testing.T) {
+	t.Parallel()
+	bench, err := os.ReadFile("../../bench/routes-20.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var big strings.Builder
+	big.WriteString("rules:\n")
+	for i := range 40 {
+		fmt.Fprintf(&big, "  - {match: {client: \"c%d\", event: \"e%d*\"}, action: redirect, topic: r%d}\n", i%7, i%5, i)
+	}
+	big.WriteString("routes:\n")
+	for i := range 40 {
+		fmt.Fprintf(&big, "  - {match: {client: \"c%d*\", group: \"g%d\", header: {X-App: \"a%d\"}}, topic: \"t%d.{event}\"}\n", i%7, i%3, i%4, i)
+	}
+	clients := []string{"", "legacy", "spam-1", "team-a", "ads-x", "internal-y", "c1", "c3", "c6"}
+	groups := []string{"", "payments", "shop-eu", "search", "mail", "g0", "g1", "g2"}
+	evs := []string{"page_view", "bot_x", "scroll", "hover_a", "debug_1", "search_q", "e0", "e1x", "e4", "healthcheck"}
+	uids := []string{"", "abuser-1", "u1", "u2"}
+	anons := []string{"", "test-1", "a1"}
+	headers := []http.Header{nil, {"X-App": {"ios-17"}}, {"X-App": {"android-14"}}, {"X-App": {"a1"}}, {"X-App": {"a3"}}}
+	for _, file := range []string{string(bench), big.String()} {
+		tb := mustTable(t, file)
+		n := 0
+		for _, c := range clients {
+			for _, h := range headers {
+				for _, ep := range []string{"batch", "pixel", "track"} {
+					prepared := Input{Client: c, Header: h, Endpoint: ep}
+					tb.Prepare(&prepared)
+					for _, g := range groups {
+						for _, e := range evs {
+							for k := range len(uids) * len(anons) {
+								in := Input{Client: c, Header: h, Endpoint: ep, Group: g, Event: []byte(e), UID: []byte(uids[k%len(uids)]), AnonID: []byte(anons[k/len(uids)])}
+								prepared.Group, prepared.Event, prepared.UID, prepared.AnonID = in.Group, in.Event, in.UID, in.AnonID
+								var want, got Decision
+								tb.Decide(&in, &want)
+								tb.Decide(&prepared, &got)
+								if got != want {
+									t.Fatalf("%+v: prepared %+v, want %+v", in, got, want)
+								}
+								n++
+							}
+						}
+					}
+				}
+			}
+		}
+		if n == 0 {
+			t.Fatal("no case")
+		}
+	}
+}
+
+// BenchmarkDecideBench is one event of make bench's load through
+// bench/routes-20.yaml (no entry matches), with and without Prepare.
+func BenchmarkDecideBench(b *testing.B) {
+	file, err := os.ReadFile("../../bench/routes-20.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb := mustTable(b, string(file))
+	for _, prep := range []bool{false, true} {
+		b.Run(fmt.Sprint("prepared=", prep), func(b *testing.B) {
+			in := Input{Endpoint: "batch", Header: http.Header{"Content-Type": {"application/json"}}}
+			if prep {
+				tb.Prepare(&in)
+			}
+			in.Event, in.UID = []byte("page_view"), []byte("user-1")
+			var d Decision
+			for b.Loop() {
+				tb.Decide(&in, &d)
+			}
+			if !d.Default {
+				b.Fatal(d)
+			}
+		})
+	}
+}
