@@ -43,7 +43,8 @@ Usage:
   inlet version           print the version, commit, Go version and platform
 
 Every flag can also be set from the environment: --produce-timeout is
-INLET_PRODUCE_TIMEOUT. Flags win over the environment.
+INLET_PRODUCE_TIMEOUT. Flags win over the environment. inlet serve also
+reads a YAML config file: --config FILE (docs/configuration.md).
 Run 'inlet <command> -h' for the flags of a command.
 `
 
@@ -84,11 +85,15 @@ func Main(ctx context.Context, args []string, env Env) int {
 		fmt.Fprintf(env.Stderr, "inlet: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+	var ue *cliflag.UsageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(env.Stderr, "%s: %s\nrun '%s -h' for the flags\n", ue.Cmd, ue.Msg, ue.Cmd)
+		return 2
 	case errors.Is(err, errUsage):
 		return 2
 	}
@@ -117,8 +122,7 @@ func parseArgs(fs *flag.FlagSet, args []string, env Env) ([]string, error) {
 func parseFlags(fs *flag.FlagSet, args []string, env Env) error {
 	pos, err := parseArgs(fs, args, env)
 	if err == nil && len(pos) > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), pos[0])
-		return errUsage
+		return cliflag.Usagef(fs, "unexpected argument %q", pos[0])
 	}
 	return err
 }
