@@ -25,6 +25,11 @@ type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+
+	// flagsOnly, when set, is handed a command's flag set in place of
+	// parsing it, and the command ends there (flag.ErrHelp): the
+	// configuration reference reads every command's flags this way.
+	flagsOnly func(*flag.FlagSet)
 }
 
 const usage = `inlet — an HTTP event gateway for Apache Kafka that loses nothing it acknowledged.
@@ -115,6 +120,10 @@ func newFlags(name string, env Env) *flag.FlagSet {
 // parseArgs parses a command's environment and arguments (cliflag.Parse)
 // and returns its positional arguments.
 func parseArgs(fs *flag.FlagSet, args []string, env Env) ([]string, error) {
+	if env.flagsOnly != nil {
+		env.flagsOnly(fs)
+		return nil, flag.ErrHelp
+	}
 	return cliflag.Parse(fs, args, env.Getenv)
 }
 

@@ -19,7 +19,7 @@ var serveLayout = &cliflag.Layout{
 		{Name: "http", Title: "HTTP listeners", Flags: []string{
 			"listen", "ops-listen", "read-header-timeout", "read-timeout", "idle-timeout", "body-idle-timeout",
 			"response-write-timeout", "http2-max-streams", "max-header-bytes", "max-conns", "max-requests",
-			"cors-origins", "trusted-proxies", "pprof"}},
+			"cors-origins", "trusted-proxies", "pprof", "metrics-listen"}},
 		{Name: "tls", Title: "HTTPS"},
 		{Name: "ingest", Title: "Ingest: what a request may hold, where its events go", Flags: []string{
 			"topic", "dead-letter-topic", "routes", "max-body-bytes", "max-decompressed-bytes", "max-events",
@@ -64,6 +64,10 @@ func parseLayered(fs *flag.FlagSet, args []string, env Env, head string) (*clifl
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), head+configHelp)
 		cliflag.PrintUsage(fs.Output(), fs, serveLayout)
+	}
+	if env.flagsOnly != nil {
+		env.flagsOnly(fs)
+		return nil, flag.ErrHelp
 	}
 	p, err := cliflag.ParseConfig(fs, args, env.Getenv, serveLayout, "config")
 	if err == nil && len(p.Args) > 0 {

@@ -133,6 +133,16 @@ func shown(f *flag.Flag, v string) string {
 	return v
 }
 
+// Metavar is flag.UnquoteUsage with the kind of cliflag's values ("size",
+// "list", "prefixes") for the "value" it says of them.
+func Metavar(f *flag.Flag) (name, usage string) {
+	name, usage = flag.UnquoteUsage(f)
+	if m, ok := f.Value.(interface{ metavar() string }); ok && name == "value" {
+		name = m.metavar()
+	}
+	return name, usage
+}
+
 // PrintUsage writes fs's flags grouped by l, each with its type and
 // default (as flag.PrintDefaults does), under a heading that names the
 // group's key in the config file.
@@ -144,10 +154,7 @@ func PrintUsage(w io.Writer, fs *flag.FlagSet, l *Layout) {
 			fmt.Fprintf(w, "\n%s:\n", s.Group.Title)
 		}
 		for _, f := range s.Flags {
-			name, usage := flag.UnquoteUsage(f)
-			if m, ok := f.Value.(interface{ metavar() string }); ok && name == "value" {
-				name = m.metavar()
-			}
+			name, usage := Metavar(f)
 			line := "  --" + f.Name
 			if name != "" {
 				line += " " + name
