@@ -53,6 +53,9 @@ reads a YAML config file: --config FILE (docs/configuration.md).
 Run 'inlet <command> -h' for the flags of a command.
 `
 
+// commands are Main's commands, for "did you mean".
+var commands = []string{"serve", "broker", "tail", "verify", "bench", "worker", "ship", "catalog", "clients", "routes", "version", "help"}
+
 // Main runs the command in args (without the program name) and returns the
 // process exit code. ctx is cancelled on SIGINT/SIGTERM.
 func Main(ctx context.Context, args []string, env Env) int {
@@ -87,7 +90,11 @@ func Main(ctx context.Context, args []string, env Env) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(env.Stdout, usage)
 	default:
-		fmt.Fprintf(env.Stderr, "inlet: unknown command %q\n\n%s", cmd, usage)
+		hint := ""
+		if s := cliflag.Suggest(cmd, commands); s != "" {
+			hint = "; did you mean " + s + "?"
+		}
+		fmt.Fprintf(env.Stderr, "inlet: unknown command %q%s\n\n%s", cmd, hint, usage)
 		return 2
 	}
 	var ue *cliflag.UsageError

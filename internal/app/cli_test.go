@@ -60,6 +60,7 @@ func TestMainErrors(t *testing.T) {
 	}{
 		{"no command", nil, nil, 2, "Usage:"},
 		{"unknown command", []string{"nope"}, nil, 2, `unknown command "nope"`},
+		{"misspelt command", []string{"serv"}, nil, 2, `unknown command "serv"; did you mean serve?`},
 		{"bad env", []string{"serve"}, map[string]string{"INLET_PRODUCE_TIMEOUT": "soon"}, 2, "INLET_PRODUCE_TIMEOUT=\"soon\" (--produce-timeout): want a duration"},
 		{"bad size", []string{"serve", "--max-body-bytes", "lots"}, nil, 2, "--max-body-bytes \"lots\": want a size"},
 		{"bad ack", []string{"serve", "--ack", "maybe"}, nil, 1, `--ack "maybe"`},
