@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,7 @@ type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	Environ        func() []string // nil: no variables to check for slips
 
 	// flagsOnly, when set, is handed a command's flag set in place of
 	// parsing it, and the command ends there (flag.ErrHelp): the
@@ -131,7 +133,28 @@ func parseArgs(fs *flag.FlagSet, args []string, env Env) ([]string, error) {
 		env.flagsOnly(fs)
 		return nil, flag.ErrHelp
 	}
+	warnEnvSlips(fs, env)
 	return cliflag.Parse(fs, args, env.Getenv)
+}
+
+// warnEnvSlips warns of INLET_ variables that look like a slip for one
+// of fs's (cliflag.EnvSlips).
+func warnEnvSlips(fs *flag.FlagSet, env Env) {
+	if env.Environ == nil {
+		return
+	}
+	known := sync.OnceValue(func() map[string]bool {
+		m := map[string]bool{}
+		for _, c := range referenceCommands {
+			if fs, err := commandFlags(c.args...); err == nil {
+				fs.VisitAll(func(f *flag.Flag) { m[cliflag.EnvName(f.Name)] = true })
+			}
+		}
+		return m
+	})
+	for _, w := range cliflag.EnvSlips(fs, env.Environ(), func(k string) bool { return known()[k] }) {
+		fmt.Fprintln(env.Stderr, w)
+	}
 }
 
 // parseFlags is parseArgs for a command that takes no positional argument.
@@ -180,5 +203,5 @@ const redisLogInterval = 10 * time.Second
 
 // DefaultEnv is the real process environment.
 func DefaultEnv() Env {
-	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Environ: os.Environ}
 }

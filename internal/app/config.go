@@ -69,6 +69,7 @@ func parseLayered(fs *flag.FlagSet, args []string, env Env, head string) (*clifl
 		env.flagsOnly(fs)
 		return nil, flag.ErrHelp
 	}
+	warnEnvSlips(fs, env)
 	p, err := cliflag.ParseConfig(fs, args, env.Getenv, serveLayout, "config")
 	if err == nil && len(p.Args) > 0 {
 		err = cliflag.Usagef(fs, "unexpected argument %q", p.Args[0])

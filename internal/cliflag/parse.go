@@ -332,3 +332,29 @@ func Except(names ...string) func(string) bool {
 func Only(names ...string) func(string) bool {
 	return func(name string) bool { return slices.Contains(names, name) }
 }
+
+// EnvSlips are warnings for the variables of environ (as os.Environ
+// gives them) that look like a slip for one of fs's (INLET_BROKER for
+// INLET_BROKERS): no flag of fs reads them, other says they are not
+// another command's, and one of fs's is near enough for a "did you mean".
+func EnvSlips(fs *flag.FlagSet, environ []string, other func(string) bool) []string {
+	var names []string
+	fs.VisitAll(func(f *flag.Flag) { names = append(names, EnvName(f.Name)) })
+	var out []string
+	for _, kv := range environ {
+		k, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(k, "INLET_") || slices.Contains(names, k) || other(k) {
+			continue
+		}
+		best, bestD := "", 3
+		for _, n := range names {
+			if d := distance(k, n); d < bestD {
+				best, bestD = n, d
+			}
+		}
+		if best != "" {
+			out = append(out, fmt.Sprintf("%s: %s is not read (no such flag); did you mean %s?", fs.Name(), k, best))
+		}
+	}
+	return out
+}
