@@ -160,7 +160,9 @@ func TestServeHelp(t *testing.T) {
 // one meant; another command's variable is not.
 func TestEnvSlipWarned(t *testing.T) {
 	env, _, errb := testEnv(nil)
-	env.Environ = func() []string { return []string{"INLET_BROKER=k:9092", "INLET_SERVICE=s", "INLET_REPLY_COMPRESSION=zstd"} }
+	env.Environ = func() []string {
+		return []string{"INLET_BROKER=k:9092", "INLET_SERVICE=s", "INLET_REPLY_COMPRESSION=zstd"}
+	}
 	if code := Main(context.Background(), []string{"serve", "--print-config"}, env); code != 0 ||
 		errb.String() != "inlet serve: INLET_BROKER is not read (no such flag); did you mean INLET_BROKERS?\n" {
 		t.Errorf("exit %d, stderr %q", code, errb)
