@@ -16,6 +16,7 @@ import (
 // goes into a group's Flags.
 var serveLayout = &cliflag.Layout{
 	Groups: []cliflag.Group{
+		{Name: "config", Title: "Config file", Flags: []string{"print-config"}},
 		{Name: "http", Title: "HTTP listeners", Flags: []string{
 			"listen", "ops-listen", "read-header-timeout", "read-timeout", "idle-timeout", "body-idle-timeout",
 			"response-write-timeout", "http2-max-streams", "max-header-bytes", "max-conns", "max-requests",
@@ -41,7 +42,6 @@ var serveLayout = &cliflag.Layout{
 			"grpc-listen", "grpc-max-streams", "grpc-keepalive-min-time", "thrift-listen", "thrift-transport"}},
 		{Name: "shutdown", Title: "Shutdown"},
 		{Name: "log", Title: "Logging"},
-		{Name: "config", Title: "Config file", Flags: []string{"print-config"}},
 	},
 	CommandOnly: []string{"config", "print-config"},
 }
@@ -53,7 +53,7 @@ type fileConfig struct {
 }
 
 func (c *fileConfig) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.file, "config", "", "YAML config `file`: flags grouped as below (the environment and flags win over it)")
+	fs.StringVar(&c.file, "config", "", "YAML config `file` of the flags, grouped by topic as this help groups them (docs/configuration.md); the environment and flags win over it")
 	fs.BoolVar(&c.print, "print-config", false, "print the configuration in effect as a config file, each value's source (default, file, env, flag) beside it, secrets redacted; then exit")
 }
 

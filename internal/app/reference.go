@@ -81,7 +81,11 @@ func UpdateReference(doc []byte) ([]byte, error) {
 			continue
 		}
 		for _, s := range serveLayout.Sections(fs) {
-			fmt.Fprintf(&b, "\n### %s (`%s:`)\n\n| flag | environment | file key | default | meaning |\n|---|---|---|---|---|\n", s.Group.Title, s.Group.Name)
+			fmt.Fprintf(&b, "\n### %s", s.Group.Title)
+			if s.InFile(serveLayout) {
+				fmt.Fprintf(&b, " (`%s:`)", s.Group.Name)
+			}
+			b.WriteString("\n\n| flag | environment | file key | default | meaning |\n|---|---|---|---|---|\n")
 			for _, f := range s.Flags {
 				key := "(command line)"
 				if !slices.Contains(serveLayout.CommandOnly, f.Name) {

@@ -80,6 +80,12 @@ type Section struct {
 	Flags []*flag.Flag
 }
 
+// InFile says whether the section is a group of the config file: some of
+// its flags are.
+func (s Section) InFile(l *Layout) bool {
+	return s.Group.Name != "" && slices.ContainsFunc(s.Flags, func(f *flag.Flag) bool { return l.inFile(f.Name) })
+}
+
 // Sections is fs's flags by group, in the layout's order; flags no group
 // takes come last, in a section of Name "".
 func (l *Layout) Sections(fs *flag.FlagSet) []Section {
@@ -148,7 +154,7 @@ func Metavar(f *flag.Flag) (name, usage string) {
 // group's key in the config file.
 func PrintUsage(w io.Writer, fs *flag.FlagSet, l *Layout) {
 	for _, s := range l.Sections(fs) {
-		if s.Group.Name != "" {
+		if s.InFile(l) {
 			fmt.Fprintf(w, "\n%s (config file: %s):\n", s.Group.Title, s.Group.Name)
 		} else {
 			fmt.Fprintf(w, "\n%s:\n", s.Group.Title)
