@@ -123,6 +123,11 @@ var errUsage = cliflag.ErrUsage
 func newFlags(name string, env Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("inlet "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\nEvery flag can also be set in the environment, as INLET_ and its name in\ncapitals (--log-level is INLET_LOG_LEVEL); flags win over the environment.\n")
+	}
 	return fs
 }
 

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// ErrUsage is returned by Parse for a command line fs refused; fs has
-// printed why, with its usage.
+// ErrUsage marks a command line refused: a *UsageError says why, or the
+// command has printed it.
 var ErrUsage = errors.New("cliflag: usage")
 
 // UsageError is a flag, an environment variable or a config file value a
