@@ -81,6 +81,9 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	if c.parsed.File != "" {
+		log.Info("config file read", "path", c.parsed.File)
+	}
 	if env.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGOGC)
 	}
@@ -109,6 +112,9 @@ func runCatalogServe(ctx context.Context, args []string, env Env) error {
 	log, err := lc.logger(env.Stderr)
 	if err != nil {
 		return err
+	}
+	if c.parsed.File != "" {
+		log.Info("config file read", "path", c.parsed.File)
 	}
 	g, err := gateway.StartCatalog(cfg, log)
 	if err != nil {
