@@ -26,8 +26,9 @@ ARGS ?= serve
 image-run:
 	PODMAN='$(PODMAN)' scripts/image.sh run --rm -v inlet-data:/var/lib/inlet -e INLET_BROKERS inlet:latest $(ARGS)
 
-## generate: regenerate the committed gRPC and Thrift code in api/gen (needs protoc, protoc-gen-go, protoc-gen-go-grpc, thrift)
+## generate: regenerate docs/configuration.md's reference from the flags, and the committed gRPC and Thrift code in api/gen (needs protoc, protoc-gen-go, protoc-gen-go-grpc, thrift)
 generate:
+	$(GO) generate ./internal/app
 	scripts/generate.sh
 
 ## manifests: render deploy/helm/inlet with its default values into deploy/kubernetes/inlet.yaml (helm from deploy/kubecheck's go.mod)

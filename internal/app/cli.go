@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,12 @@ type Env struct {
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
 	Getenv         func(string) string
+	Environ        func() []string // nil: no variables to check for slips
+
+	// flagsOnly, when set, is handed a command's flag set in place of
+	// parsing it, and the command ends there (flag.ErrHelp): the
+	// configuration reference reads every command's flags this way.
+	flagsOnly func(*flag.FlagSet)
 }
 
 const usage = `inlet — an HTTP event gateway for Apache Kafka that loses nothing it acknowledged.
@@ -43,9 +50,13 @@ Usage:
   inlet version           print the version, commit, Go version and platform
 
 Every flag can also be set from the environment: --produce-timeout is
-INLET_PRODUCE_TIMEOUT. Flags win over the environment.
+INLET_PRODUCE_TIMEOUT. Flags win over the environment. inlet serve also
+reads a YAML config file: --config FILE (docs/configuration.md).
 Run 'inlet <command> -h' for the flags of a command.
 `
+
+// commands are Main's commands, for "did you mean".
+var commands = []string{"serve", "broker", "tail", "verify", "bench", "worker", "ship", "catalog", "clients", "routes", "version", "help"}
 
 // Main runs the command in args (without the program name) and returns the
 // process exit code. ctx is cancelled on SIGINT/SIGTERM.
@@ -81,14 +92,22 @@ func Main(ctx context.Context, args []string, env Env) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(env.Stdout, usage)
 	default:
-		fmt.Fprintf(env.Stderr, "inlet: unknown command %q\n\n%s", cmd, usage)
+		hint := ""
+		if s := cliflag.Suggest(cmd, commands); s != "" {
+			hint = "; did you mean " + s + "?"
+		}
+		fmt.Fprintf(env.Stderr, "inlet: unknown command %q%s\n\n%s", cmd, hint, usage)
 		return 2
 	}
+	var ue *cliflag.UsageError
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(env.Stderr, "%s: %s\nrun '%s -h' for the flags\n", ue.Cmd, ue.Msg, ue.Cmd)
+		return 2
 	case errors.Is(err, errUsage):
 		return 2
 	}
@@ -104,21 +123,50 @@ var errUsage = cliflag.ErrUsage
 func newFlags(name string, env Env) *flag.FlagSet {
 	fs := flag.NewFlagSet("inlet "+name, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		fmt.Fprint(fs.Output(), "\nEvery flag can also be set in the environment, as INLET_ and its name in\ncapitals (--log-level is INLET_LOG_LEVEL); flags win over the environment.\n")
+	}
 	return fs
 }
 
 // parseArgs parses a command's environment and arguments (cliflag.Parse)
 // and returns its positional arguments.
 func parseArgs(fs *flag.FlagSet, args []string, env Env) ([]string, error) {
+	if env.flagsOnly != nil {
+		env.flagsOnly(fs)
+		return nil, flag.ErrHelp
+	}
+	warnEnvSlips(fs, env)
 	return cliflag.Parse(fs, args, env.Getenv)
+}
+
+// warnEnvSlips warns of INLET_ variables that look like a slip for one
+// of fs's (cliflag.EnvSlips).
+func warnEnvSlips(fs *flag.FlagSet, env Env) {
+	if env.Environ == nil {
+		return
+	}
+	known := sync.OnceValue(func() map[string]bool {
+		m := map[string]bool{}
+		for _, c := range referenceCommands {
+			if fs, err := commandFlags(c.args...); err == nil {
+				fs.VisitAll(func(f *flag.Flag) { m[cliflag.EnvName(f.Name)] = true })
+			}
+		}
+		return m
+	})
+	for _, w := range cliflag.EnvSlips(fs, env.Environ(), func(k string) bool { return known()[k] }) {
+		fmt.Fprintln(env.Stderr, w)
+	}
 }
 
 // parseFlags is parseArgs for a command that takes no positional argument.
 func parseFlags(fs *flag.FlagSet, args []string, env Env) error {
 	pos, err := parseArgs(fs, args, env)
 	if err == nil && len(pos) > 0 {
-		fmt.Fprintf(fs.Output(), "%s: unexpected argument %q\n", fs.Name(), pos[0])
-		return errUsage
+		return cliflag.Usagef(fs, "unexpected argument %q", pos[0])
 	}
 	return err
 }
@@ -160,5 +208,5 @@ const redisLogInterval = 10 * time.Second
 
 // DefaultEnv is the real process environment.
 func DefaultEnv() Env {
-	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	return Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Environ: os.Environ}
 }

@@ -60,8 +60,9 @@ func TestMainErrors(t *testing.T) {
 	}{
 		{"no command", nil, nil, 2, "Usage:"},
 		{"unknown command", []string{"nope"}, nil, 2, `unknown command "nope"`},
-		{"bad env", []string{"serve"}, map[string]string{"INLET_PRODUCE_TIMEOUT": "soon"}, 1, "INLET_PRODUCE_TIMEOUT=\"soon\""},
-		{"bad size", []string{"serve", "--max-body-bytes", "lots"}, nil, 2, "invalid size"},
+		{"misspelt command", []string{"serv"}, nil, 2, `unknown command "serv"; did you mean serve?`},
+		{"bad env", []string{"serve"}, map[string]string{"INLET_PRODUCE_TIMEOUT": "soon"}, 2, "INLET_PRODUCE_TIMEOUT=\"soon\" (--produce-timeout): want a duration"},
+		{"bad size", []string{"serve", "--max-body-bytes", "lots"}, nil, 2, "--max-body-bytes \"lots\": want a size"},
 		{"bad ack", []string{"serve", "--ack", "maybe"}, nil, 1, `--ack "maybe"`},
 		{"bad spool sync", []string{"serve", "--spool-sync", "sometimes"}, nil, 1, `sync "sometimes"`},
 		{"spool smaller than a segment", []string{"serve", "--spool-max-bytes", "1MiB"}, nil, 1, "below the segment size"},

@@ -96,7 +96,7 @@ func TestClientsCommand(t *testing.T) {
 		{[]string{"add", "--file", path, "x", "y"}, 2, "one client NAME"},
 		{[]string{"add", "--file", path, "bad name"}, 1, "client id"},
 		{[]string{"add", "--file", path, "--rate", "-1", "x"}, 1, "negative"},
-		{[]string{"add", "--file", path, "--nope", "x"}, 2, "not defined"},
+		{[]string{"add", "--file", path, "--nope", "x"}, 2, "unknown flag --nope"},
 		{[]string{"list"}, 2, "--file"},
 		{[]string{"list", "--file", path + ".none"}, 1, "does not exist"},
 		{[]string{"remove", "--file", path}, 2, "one client NAME"},

@@ -2,33 +2,65 @@ package app
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"runtime/debug"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/cliflag"
 	"github.com/inlet-dev/inlet/internal/gateway"
 )
 
-// ParseServe parses `inlet serve` arguments and environment into a config.
+// ParseServe parses `inlet serve` arguments, environment and config file
+// into a config.
 func ParseServe(args []string, env Env) (gateway.Config, *logConfig, error) {
-	cfg := gateway.DefaultConfig()
-	fs := newFlags("serve", env)
-	cfg.RegisterFlags(fs)
-	lc := &logConfig{}
-	lc.register(fs)
-	return cfg, lc, parseFlags(fs, args, env)
+	cfg, lc, _, err := parseServe(args, env)
+	return cfg, lc, err
 }
 
-// ParseCatalogServe parses `inlet catalog serve` arguments and environment.
-func ParseCatalogServe(args []string, env Env) (gateway.CatalogConfig, *logConfig, error) {
-	cfg := gateway.DefaultCatalogConfig()
-	fs := newFlags("catalog serve", env)
-	cfg.RegisterFlags(fs)
+// serveCommand is a parsed command that reads a config file.
+type serveCommand struct {
+	fs     *flag.FlagSet
+	parsed *cliflag.Parsed
+	file   fileConfig
+}
+
+// printConfig prints the configuration in effect (--print-config).
+func (c *serveCommand) printConfig(w io.Writer) error {
+	return cliflag.PrintConfig(w, c.fs, serveLayout, c.parsed, "config")
+}
+
+func parseServe(args []string, env Env) (gateway.Config, *logConfig, *serveCommand, error) {
+	cfg := gateway.DefaultConfig()
+	c := &serveCommand{fs: newFlags("serve", env)}
+	cfg.RegisterFlags(c.fs)
 	lc := &logConfig{}
-	lc.register(fs)
-	return cfg, lc, parseFlags(fs, args, env)
+	lc.register(c.fs)
+	c.file.register(c.fs)
+	var err error
+	c.parsed, err = parseLayered(c.fs, args, env, "Usage: inlet serve [flags]\n\nTakes events over HTTP and delivers them to Kafka.\n")
+	return cfg, lc, c, err
+}
+
+// ParseCatalogServe parses `inlet catalog serve` arguments, environment
+// and config file.
+func ParseCatalogServe(args []string, env Env) (gateway.CatalogConfig, *logConfig, error) {
+	cfg, lc, _, err := parseCatalogServe(args, env)
+	return cfg, lc, err
+}
+
+func parseCatalogServe(args []string, env Env) (gateway.CatalogConfig, *logConfig, *serveCommand, error) {
+	cfg := gateway.DefaultCatalogConfig()
+	c := &serveCommand{fs: newFlags("catalog serve", env)}
+	cfg.RegisterFlags(c.fs)
+	lc := &logConfig{}
+	lc.register(c.fs)
+	c.file.register(c.fs)
+	var err error
+	c.parsed, err = parseLayered(c.fs, args, env, "Usage: inlet catalog serve [flags]\n\nServes the event catalog over gRPC and Thrift.\n")
+	return cfg, lc, c, err
 }
 
 // serveGOGC is the garbage collector's target of inlet serve unless GOGC is
@@ -38,13 +70,19 @@ func ParseCatalogServe(args []string, env Env) (gateway.CatalogConfig, *logConfi
 const serveGOGC = 50
 
 func runServe(ctx context.Context, args []string, env Env) error {
-	cfg, lc, err := ParseServe(args, env)
+	cfg, lc, c, err := parseServe(args, env)
 	if err != nil {
 		return err
+	}
+	if c.file.print {
+		return c.printConfig(env.Stdout)
 	}
 	log, err := lc.logger(env.Stderr)
 	if err != nil {
 		return err
+	}
+	if c.parsed.File != "" {
+		log.Info("config file read", "path", c.parsed.File)
 	}
 	if env.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGOGC)
@@ -64,13 +102,19 @@ func runServe(ctx context.Context, args []string, env Env) error {
 }
 
 func runCatalogServe(ctx context.Context, args []string, env Env) error {
-	cfg, lc, err := ParseCatalogServe(args, env)
+	cfg, lc, c, err := parseCatalogServe(args, env)
 	if err != nil {
 		return err
+	}
+	if c.file.print {
+		return c.printConfig(env.Stdout)
 	}
 	log, err := lc.logger(env.Stderr)
 	if err != nil {
 		return err
+	}
+	if c.parsed.File != "" {
+		log.Info("config file read", "path", c.parsed.File)
 	}
 	g, err := gateway.StartCatalog(cfg, log)
 	if err != nil {

@@ -30,6 +30,12 @@ func (b bytesValue[T]) String() string {
 	return FormatBytes(int64(*b.p))
 }
 
+func (bytesValue[T]) form() string {
+	return "a size: bytes, or with KiB, MiB, GiB (e.g. 512KiB, 64MiB)"
+}
+
+func (bytesValue[T]) metavar() string { return "size" }
+
 func (b bytesValue[T]) Set(s string) error {
 	n, err := ParseBytes(s)
 	if err != nil {
@@ -92,6 +98,10 @@ func (l listValue) String() string {
 	return strings.Join(*l.p, ",")
 }
 
+func (listValue) form() string    { return "a comma-separated list" }
+func (listValue) list()           {}
+func (listValue) metavar() string { return "list" }
+
 func (l listValue) Set(s string) error {
 	*l.p = SplitList(s)
 	return nil
@@ -127,6 +137,12 @@ func (v prefixesValue) String() string {
 	}
 	return strings.Join(s, ",")
 }
+
+func (prefixesValue) form() string {
+	return "comma-separated IPs or CIDR prefixes (e.g. 10.0.0.0/8,192.0.2.1)"
+}
+func (prefixesValue) list()           {}
+func (prefixesValue) metavar() string { return "prefixes" }
 
 func (v prefixesValue) Set(s string) error {
 	ps, err := ParsePrefixes(s)
