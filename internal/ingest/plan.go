@@ -280,6 +280,7 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 
 	recs := b.RecordSlice(len(items))
 	ans := Answer{Rejected: []Rejection{}}
+	red := p.Client.Redaction() // the client's redaction rules; nil: none
 	for i, raw := range items {
 		vs := viols[i]
 		if rt != nil && rt.dropped(i) {
@@ -287,7 +288,7 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			continue
 		}
 		if bad := bads[i]; bad != nil {
-			rec := s.deadLetter(raw, bad, meta)
+			rec := s.deadLetter(raw, bad, meta, red)
 			if rt != nil && rt.deadLetter(i) != "" {
 				rec.Topic = rt.deadLetter(i)
 			}
@@ -304,6 +305,9 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			continue
 		}
 		rec := b.Record(i)
+		if red != nil {
+			rec.Value, _ = s.redact(rec.Value, red) // Build made it: a JSON object
+		}
 		if len(vs) > 0 {
 			rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(vs)})
 			t.violations = appendTypes(t.violations, vs)
