@@ -288,7 +288,7 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			continue
 		}
 		if bad := bads[i]; bad != nil {
-			rec := s.deadLetter(raw, bad, meta, red)
+			rec := s.deadLetter(raw, bad, meta, red, rt.redaction(i))
 			if rt != nil && rt.deadLetter(i) != "" {
 				rec.Topic = rt.deadLetter(i)
 			}
@@ -305,8 +305,8 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			continue
 		}
 		rec := b.Record(i)
-		if red != nil {
-			rec.Value, _ = s.redact(rec.Value, red) // Build made it: a JSON object
+		if red != nil || rt.redaction(i) != nil {
+			rec.Value, _, _ = s.redact(rec.Value, red, rt.redaction(i)) // Build made it: a JSON object
 		}
 		if len(vs) > 0 {
 			rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(vs)})

@@ -30,13 +30,22 @@ func (s *Server) applyIPPolicy(r *http.Request, meta *event.Meta, p auth.Princip
 	meta.IP = s.cfg.Privacy.IP.Apply(pol, meta.IP)
 }
 
-// redact is v with rs applied, in new bytes (v may be the batch's or the
-// request body's); ok false when v is not a JSON object (a dead letter of
-// a malformed event), which cannot be redacted. nil rs: v, ok.
-func (s *Server) redact(v []byte, rs *privacy.Rules) (out []byte, ok bool) {
-	if rs == nil {
-		return v, true
+// redact is v with the rules of rss applied in turn (nil ones skipped):
+// new bytes when a rule set applied (v may be the batch's or the request
+// body's), v itself when none did (applied false). ok is false when v is
+// not a JSON object (a dead letter of a malformed event), which cannot be
+// redacted.
+func (s *Server) redact(v []byte, rss ...*privacy.Rules) (out []byte, applied, ok bool) {
+	out = v
+	for _, rs := range rss {
+		if rs == nil {
+			continue
+		}
+		var err error
+		if out, err = rs.Apply(make([]byte, 0, len(out)), out, s.redactKey); err != nil {
+			return nil, true, false
+		}
+		applied = true
 	}
-	out, err := rs.Apply(make([]byte, 0, len(v)), v, s.redactKey)
-	return out, err == nil
+	return out, applied, true
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/privacy"
 	"github.com/inlet-dev/inlet/internal/routes"
 )
 
@@ -24,9 +25,10 @@ type routing struct {
 
 // routed is what routing made of one event.
 type routed struct {
-	rt   event.Route // where its record goes
-	dead string      // its dead-letter topic, "" for the gateway's
-	drop bool        // dropped by a rule
+	rt   event.Route    // where its record goes
+	dead string         // its dead-letter topic, "" for the gateway's
+	red  *privacy.Rules // its route's redaction rules
+	drop bool           // dropped by a rule
 }
 
 func newRouting(t *routes.Table, r *http.Request, endpoint string, n int) *routing {
@@ -51,6 +53,15 @@ func (rt *routing) rejected(bad *event.Invalid) bool {
 
 func (rt *routing) dropped(i int) bool { return rt.evs[i].drop }
 
+// redaction is the i-th event's route's redaction rules; nil: none, and
+// for every event without routes (nil rt).
+func (rt *routing) redaction(i int) *privacy.Rules {
+	if rt == nil {
+		return nil
+	}
+	return rt.evs[i].red
+}
+
 // route decides the i-th event of b, of group e.Group, from client:
 // its record's route (SetRoute), or its rejection (dead-lettered to the
 // route's dead-letter topic), or its drop (no record, no rejection). An
@@ -63,7 +74,7 @@ func (rt *routing) route(b *event.Batch, i int, e *planned, client string, p aut
 	in.UID, in.AnonID, in.ID = b.UID(i), b.AnonID(i), b.ClientID(i)
 	rt.t.Decide(in, d)
 	ev := &rt.evs[i]
-	ev.dead = d.DeadLetter
+	ev.dead, ev.red = d.DeadLetter, d.Redact
 	switch d.Action {
 	case routes.Drop:
 		ev.drop = true

@@ -375,7 +375,7 @@ func (s *Server) records(r *http.Request, endpoint string, b *event.Batch, items
 	for i, raw := range items {
 		if bad := b.Invalid(i); bad != nil {
 			ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg})
-			recs[i] = s.deadLetter(raw, bad, meta, nil) // no client, no routes: no redaction rules
+			recs[i] = s.deadLetter(raw, bad, meta) // no client, no routes: no redaction rules
 			continue
 		}
 		recs[i] = b.Record(i)
@@ -385,14 +385,14 @@ func (s *Server) records(r *http.Request, endpoint string, b *event.Batch, items
 }
 
 // deadLetter builds the dead-letter record of an invalid event, with the
-// redaction rules red applied (nil: none): an event they cannot be applied
+// redaction rules of red applied in turn (nil ones skipped): an event they cannot be applied
 // to (not a JSON object) is withheld, its value empty, with the
 // inlet-redacted header. It aliases nothing of raw.
-func (s *Server) deadLetter(raw []byte, bad *event.Invalid, meta event.Meta, red *privacy.Rules) event.Record {
-	// Copy: raw aliases the pooled body buffer, and the sink may still
-	// hold the record after Write returns (ack=none).
-	cp, readable := s.redact(raw, red)
-	if red == nil {
+func (s *Server) deadLetter(raw []byte, bad *event.Invalid, meta event.Meta, red ...*privacy.Rules) event.Record {
+	cp, applied, readable := s.redact(raw, red...)
+	if !applied {
+		// Copy: raw aliases the pooled body buffer, and the sink may still
+		// hold the record after Write returns (ack=none).
 		cp = append([]byte(nil), raw...)
 	}
 	rec := event.DeadLetter(s.cfg.DeadLetterTopicName(), cp, bad.Msg, meta.ReceivedAt, s.cfg.MaxEventBytes)

@@ -26,14 +26,14 @@ func (c IP) Scrub(p Policy, s string) string {
 		for j < len(s) && addrByte(s[j]) {
 			j++
 		}
-		if a, ok := parseToken(s[i:j]); ok {
+		if a, n, ok := parseToken(s[i:j]); ok {
 			b.WriteString(s[last:i])
 			if p == Truncate {
 				b.WriteString(c.truncate(a).String())
 			} else {
 				b.WriteString("(ip dropped)")
 			}
-			last = j
+			last = i + n
 		}
 		i = j
 	}
@@ -50,17 +50,17 @@ func addrByte(c byte) bool {
 }
 
 // parseToken reads an address, alone or with a port, from a run of
-// addrByte; a sentence's final '.' or ':' is not part of it.
-func parseToken(t string) (netip.Addr, bool) {
+// addrByte, and how many bytes of it are the address: a sentence's final
+// '.' or ':' is not part of it.
+func parseToken(t string) (netip.Addr, int, bool) {
 	t = strings.TrimRight(t, ".:")
 	if ap, err := netip.ParseAddrPort(t); err == nil {
-		return ap.Addr().Unmap(), true
+		return ap.Addr().Unmap(), len(t), true
 	}
-	t = strings.TrimSuffix(strings.TrimPrefix(t, "["), "]")
-	if a, err := netip.ParseAddr(t); err == nil {
-		return a.Unmap(), true
+	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(t, "["), "]")); err == nil {
+		return a.Unmap(), len(t), true
 	}
-	return netip.Addr{}, false
+	return netip.Addr{}, 0, false
 }
 
 // LogHandler returns h, but with every address in a record's message and

@@ -172,14 +172,15 @@ func (r *Rules) Apply(dst, v []byte, key []byte) ([]byte, error) {
 
 // state is one Apply's decoder and encoder, pooled.
 type state struct {
-	dec jsontext.Decoder
-	enc jsontext.Encoder
-	out bytes.Buffer
-	key []byte
-	mac []byte
-	h   hash.Hash // HMAC-SHA256 of hkey, reused while the key stays
-	hk  []byte
-	str []byte
+	dec  jsontext.Decoder
+	enc  jsontext.Encoder
+	out  bytes.Buffer
+	key  []byte
+	mac  []byte
+	h    hash.Hash // HMAC-SHA256 of hkey, reused while the key stays
+	hk   []byte
+	str  []byte
+	name []byte
 }
 
 var states = sync.Pool{New: func() any { return new(state) }}
@@ -205,47 +206,36 @@ func (st *state) object(n *node) error {
 		return err
 	}
 	for st.dec.PeekKind() != '}' {
-		name, err := st.dec.ReadToken()
+		// The name, kept: what the decoder returns is valid until its
+		// next call only.
+		raw, err := st.dec.ReadValue()
 		if err != nil {
 			return err
 		}
-		k := n.kids[name.String()]
-		if k == nil || k.action == "" && st.dec.PeekKind() != '{' {
-			v, err := st.dec.ReadValue()
-			if err != nil {
-				return err
-			}
-			if err := st.enc.WriteToken(name); err != nil {
-				return err
-			}
-			if err := st.enc.WriteValue(v); err != nil {
+		st.name, _ = jsontext.AppendUnquote(st.name[:0], raw) // read valid
+		k := n.kids[string(st.name)]
+		if k != nil && k.action == ActionDrop {
+			if err := st.dec.SkipValue(); err != nil {
 				return err
 			}
 			continue
 		}
-		switch k.action {
-		case ActionDrop:
-			if _, err := st.dec.ReadValue(); err != nil {
-				return err
-			}
-		case ActionHash:
-			v, err := st.dec.ReadValue()
-			if err != nil {
-				return err
-			}
-			if err := st.enc.WriteToken(name); err != nil {
-				return err
-			}
-			if err := st.enc.WriteToken(jsontext.String(st.hash(v))); err != nil {
-				return err
+		if err := st.enc.WriteValue(raw); err != nil {
+			return err
+		}
+		switch {
+		case k == nil || k.action == "" && st.dec.PeekKind() != '{':
+			err = st.copyValue()
+		case k.action == ActionHash:
+			var v jsontext.Value
+			if v, err = st.dec.ReadValue(); err == nil {
+				err = st.enc.WriteToken(jsontext.String(st.hash(v)))
 			}
 		default:
-			if err := st.enc.WriteToken(name); err != nil {
-				return err
-			}
-			if err := st.object(k); err != nil {
-				return err
-			}
+			err = st.object(k)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	tok, err = st.dec.ReadToken()
@@ -253,6 +243,14 @@ func (st *state) object(n *node) error {
 		return err
 	}
 	return st.enc.WriteToken(tok)
+}
+
+func (st *state) copyValue() error {
+	v, err := st.dec.ReadValue()
+	if err != nil {
+		return err
+	}
+	return st.enc.WriteValue(v)
 }
 
 // hash is the hex HMAC-SHA256 of v: of a string's characters, of any
