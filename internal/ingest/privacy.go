@@ -30,15 +30,18 @@ func (s *Server) applyIPPolicy(r *http.Request, meta *event.Meta, p auth.Princip
 	meta.IP = s.cfg.Privacy.IP.Apply(pol, meta.IP)
 }
 
-// redact is v with the rules of rss applied in turn (nil ones skipped):
+// redact is v with the rules of rss applied in turn (nil ones skipped,
+// and, for a record Build made (built), those that name no field of it):
 // new bytes when a rule set applied (v may be the batch's or the request
 // body's), v itself when none did (applied false). ok is false when v is
 // not a JSON object (a dead letter of a malformed event), which cannot be
 // redacted.
-func (s *Server) redact(v []byte, rss ...*privacy.Rules) (out []byte, applied, ok bool) {
+func (s *Server) redact(v []byte, built bool, rss ...*privacy.Rules) (out []byte, applied, ok bool) {
 	out = v
 	for _, rs := range rss {
-		if rs == nil {
+		// MayApply reads JSON only: a dead letter may be anything, and
+		// one that is not JSON must be withheld.
+		if rs == nil || built && !rs.MayApply(out) {
 			continue
 		}
 		var err error

@@ -139,6 +139,7 @@ func TestRedactClient(t *testing.T) {
 	key := writeTemp(t, hex.EncodeToString(redactKey)+"\n")
 	h := newHarness(t, func(c *Config) { c.Privacy.RedactKeyFile = key }, WithAuth(redactingAuth(t)))
 	body := `[{"event":"buy","props":{"user":{"email":"a@example.com","plan":"pro"},"card":"4111"},"context":{"traits":{"email":"a@example.com"}}},` +
+		`{"event":"esc","props":{"user":{"em\u0061il":"a@example.com"}}},` +
 		`{"event":"late","ts":"1999-01-01T00:00:00Z","props":{"user":{"email":"b@example.com"},"card":"4222"}}]`
 	pii := basic("pii", "pii-secret-0123456789")
 	if r := h.do(t, "POST", "/v1/batch", []byte(body), "Content-Type", "application/json", "Authorization", pii); r.status != 200 {
@@ -146,8 +147,11 @@ func TestRedactClient(t *testing.T) {
 	}
 	ok := h.sink.onTopic("events")
 	dead := h.sink.onTopic("events.invalid")
-	if len(ok) != 1 || len(dead) != 1 {
-		t.Fatalf("records %d and dead letters %d, want 1 and 1", len(ok), len(dead))
+	if len(ok) != 2 || len(dead) != 1 {
+		t.Fatalf("records %d and dead letters %d, want 2 and 1", len(ok), len(dead))
+	}
+	if v := string(ok[1].Value); strings.Contains(v, "a@example.com") {
+		t.Errorf("record %s: a name spelt with an escape was not redacted", v)
 	}
 	hashA := privacy.Hash(redactKey, "a@example.com")
 	want := `"props":{"user":{"email":"` + hashA + `","plan":"pro"}},"context":{"traits":{"email":"` + hashA + `"}}`

@@ -389,7 +389,7 @@ func (s *Server) records(r *http.Request, endpoint string, b *event.Batch, items
 // to (not a JSON object) is withheld, its value empty, with the
 // inlet-redacted header. It aliases nothing of raw.
 func (s *Server) deadLetter(raw []byte, bad *event.Invalid, meta event.Meta, red ...*privacy.Rules) event.Record {
-	cp, applied, readable := s.redact(raw, red...)
+	cp, applied, readable := s.redact(raw, false, red...)
 	if !applied {
 		// Copy: raw aliases the pooled body buffer, and the sink may still
 		// hold the record after Write returns (ack=none).

@@ -171,6 +171,21 @@ func TestApplyRules(t *testing.T) {
 	if bytes.Equal(out, out2) {
 		t.Error("two keys made the same hashes")
 	}
+	// MayApply: a rule's name, or an escape that may spell one.
+	for v, want := range map[string]bool{
+		`{"props":{"user":{"mail":"x"}}}`:          false,
+		`{"props":{"user":{"email":"x"}}}`:         true,
+		`{"props":{"user":{"em\u0061il":"x"}}}`:    true,
+		`{"props":{"note":"my \"phone\" is off"}}`: true,
+	} {
+		if got := rs.MayApply([]byte(v)); got != want {
+			t.Errorf("MayApply(%s) = %v, want %v", v, got, want)
+		}
+	}
+	esc, err := rs.Apply(nil, []byte(`{"props":{"user":{"em\u0061il":"a@example.com"}}}`), testKey)
+	if err != nil || !strings.Contains(string(esc), Hash(testKey, "a@example.com")) {
+		t.Errorf("an escaped name: %s, %v; want its value hashed", esc, err)
+	}
 	for _, bad := range []string{`[1]`, `{"a":`, `not json`, `{"a":1} {"b":2}`, ``} {
 		if _, err := rs.Apply(nil, []byte(bad), testKey); err == nil {
 			t.Errorf("%q: no error", bad)

@@ -43,6 +43,7 @@ type Rules struct {
 	root   node
 	hashes bool // a rule hashes: the key is needed
 	n      int
+	leaves [][]byte // each rule's last name, quoted as JSON writes it (MayApply)
 }
 
 type node struct {
@@ -67,6 +68,10 @@ func Compile(rs []Rule) (*Rules, error) {
 		}
 		if err == nil {
 			err = out.root.add(segs, r.Action)
+		}
+		if err == nil {
+			q, _ := jsontext.AppendQuote(nil, segs[len(segs)-1])
+			out.leaves = append(out.leaves, q)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("redact rule %d (%q): %w", i+1, r.Path, err)
@@ -142,6 +147,24 @@ func (r *Rules) Len() int {
 	return r.n
 }
 
+// MayApply reports whether a rule may apply to v, cheaply: false when no
+// rule's last name is in v as a JSON string, and v has no escape (which
+// could spell a name otherwise). Apply of v is v, compacted, then.
+func (r *Rules) MayApply(v []byte) bool {
+	if r == nil {
+		return false
+	}
+	if bytes.IndexByte(v, '\\') >= 0 {
+		return true
+	}
+	for _, l := range r.leaves {
+		if bytes.Contains(v, l) {
+			return true
+		}
+	}
+	return false
+}
+
 // ErrUnreadable is Apply's error for a value that is not a JSON object:
 // nothing of it can be kept (a dead letter of a malformed event).
 var ErrUnreadable = errors.New("privacy: not a JSON object: cannot redact")
@@ -154,9 +177,12 @@ var ErrUnreadable = errors.New("privacy: not a JSON object: cannot redact")
 func (r *Rules) Apply(dst, v []byte, key []byte) ([]byte, error) {
 	st := states.Get().(*state)
 	defer st.put()
-	st.dec.Reset(bytes.NewReader(v))
+	st.rd.Reset(v)
+	// Names are not checked for duplicates: records were checked when
+	// read, and a dead letter's duplicates are each redacted.
+	st.dec.Reset(&st.rd, jsontext.AllowDuplicateNames(true))
 	st.out.Reset()
-	st.enc.Reset(&st.out)
+	st.enc.Reset(&st.out, jsontext.AllowDuplicateNames(true))
 	st.key = key
 	if st.dec.PeekKind() != '{' {
 		return dst, ErrUnreadable
@@ -172,12 +198,13 @@ func (r *Rules) Apply(dst, v []byte, key []byte) ([]byte, error) {
 
 // state is one Apply's decoder and encoder, pooled.
 type state struct {
+	rd   bytes.Reader
 	dec  jsontext.Decoder
 	enc  jsontext.Encoder
 	out  bytes.Buffer
 	key  []byte
 	mac  []byte
-	h    hash.Hash // HMAC-SHA256 of hkey, reused while the key stays
+	h    hash.Hash // HMAC-SHA256 under hk, reused while the key stays
 	hk   []byte
 	str  []byte
 	name []byte
@@ -187,7 +214,8 @@ var states = sync.Pool{New: func() any { return new(state) }}
 
 func (st *state) put() {
 	st.key = nil
-	st.dec.Reset(bytes.NewReader(nil))
+	st.rd.Reset(nil)
+	st.dec.Reset(&st.rd)
 	if st.out.Cap() > 64<<10 {
 		st.out = bytes.Buffer{}
 	}
