@@ -44,8 +44,12 @@ func (s *Server) redact(v []byte, built bool, rss ...*privacy.Rules) (out []byte
 		if rs == nil || built && !rs.MayApply(out) {
 			continue
 		}
+		apply := rs.Apply
+		if built {
+			apply = rs.ApplyValid // checked when read: one scan, no decoder
+		}
 		var err error
-		if out, err = rs.Apply(make([]byte, 0, len(out)), out, s.redactKey); err != nil {
+		if out, err = apply(make([]byte, 0, len(out)+64), out, s.redactKey); err != nil {
 			return nil, true, false
 		}
 		applied = true

@@ -220,3 +220,49 @@ func TestReadKey(t *testing.T) {
 		t.Error("missing key file: no error")
 	}
 }
+
+// FuzzApplyValid: on any JSON object, compacted (as inlet's records are),
+// ApplyValid writes what Apply writes; and on the object as sent (spaces
+// and all) too, by falling back.
+func FuzzApplyValid(f *testing.F) {
+	for _, s := range []string{
+		`{"props":{"user":{"email":"a@example.com","plan":"pro"},"card":[1,{"x":"}"}]},"context":{"a/b":{"c~d":{"n":1}}}}`,
+		`{"props":{"user":{"em\u0061il":"a\"b\\c","x":null}},"traits":{"phone":12.5e3,"address":{"street":{"no":[1,2]}}}}`,
+		`{"props":"x","context":[],"traits":{}}`,
+		`{"props": {"card" : true, "user": {"email": {"k": [ 1, 2 ]}}}}`,
+		`{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	rs, err := Compile([]Rule{
+		{Path: "props.user.email", Action: ActionHash},
+		{Path: "props.card", Action: ActionDrop},
+		{Path: "/context/a~1b/c~0d", Action: ActionHash},
+		{Path: "traits.address.street", Action: ActionDrop},
+		{Path: "traits.phone", Action: ActionHash},
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if !json.Valid(v) || bytes.TrimSpace(v)[0] != '{' {
+			return
+		}
+		want, err := rs.Apply(nil, v, testKey)
+		if err != nil {
+			return // duplicate names and the like: Apply's to refuse
+		}
+		got, err := rs.ApplyValid([]byte("x"), v, testKey)
+		if err != nil || string(got) != "x"+string(want) {
+			t.Errorf("as sent %s:\n ApplyValid %s (%v)\n      Apply %s", v, got, err, want)
+		}
+		var c bytes.Buffer
+		if json.Compact(&c, v) != nil {
+			return
+		}
+		got, err = rs.ApplyValid(nil, c.Bytes(), testKey)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("compact %s:\n ApplyValid %s (%v)\n      Apply %s", c.Bytes(), got, err, want)
+		}
+	})
+}

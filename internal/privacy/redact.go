@@ -182,7 +182,7 @@ func (r *Rules) Apply(dst, v []byte, key []byte) ([]byte, error) {
 	// read, and a dead letter's duplicates are each redacted.
 	st.dec.Reset(&st.rd, jsontext.AllowDuplicateNames(true))
 	st.out.Reset()
-	st.enc.Reset(&st.out, jsontext.AllowDuplicateNames(true))
+	st.enc.Reset(&st.out, jsontext.AllowDuplicateNames(true), jsontext.PreserveRawStrings(true))
 	st.key = key
 	if st.dec.PeekKind() != '{' {
 		return dst, ErrUnreadable
@@ -285,7 +285,7 @@ func (st *state) copyValue() error {
 // other value's JSON text.
 func (st *state) hash(v jsontext.Value) string {
 	if st.h == nil || !bytes.Equal(st.hk, st.key) {
-		st.h, st.hk = hmac.New(sha256.New, st.key), append(st.hk[:0], st.key...)
+		st.h, st.hk = newMAC(st.key), append(st.hk[:0], st.key...)
 	}
 	st.h.Reset()
 	if v.Kind() == '"' {
@@ -301,6 +301,8 @@ func (st *state) hash(v jsontext.Value) string {
 	st.mac = st.h.Sum(st.mac[:0])
 	return hex.EncodeToString(st.mac)
 }
+
+func newMAC(key []byte) hash.Hash { return hmac.New(sha256.New, key) }
 
 // Hash is the value a hash rule writes for a string s under key: the
 // lowercase hex HMAC-SHA256 of s. A join on a hashed field computes it
