@@ -306,7 +306,11 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 		}
 		rec := b.Record(i)
 		if red != nil || rt.redaction(i) != nil {
-			rec.Value, _, _ = s.redact(rec.Value, true, red, rt.redaction(i)) // Build made it: a JSON object
+			var applied bool
+			rec.Value, applied, _ = s.redact(rec.Value, true, red, rt.redaction(i)) // Build made it: a JSON object
+			if applied {
+				rec.Key = rt.redactKey(i, rec.Key, rec.Value, rec.EventID)
+			}
 		}
 		if len(vs) > 0 {
 			rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(vs)})

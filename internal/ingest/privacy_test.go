@@ -180,8 +180,8 @@ func TestRedactClient(t *testing.T) {
 	}
 }
 
-// TestRedactRoute: a route's rules apply to the events it routes and to
-// its dead letters, after the client's.
+// TestRedactRoute: a route's rules apply to the events it routes, after
+// the client's; a record key taken from a redacted field follows it.
 func TestRedactRoute(t *testing.T) {
 	t.Parallel()
 	key := writeTemp(t, hex.EncodeToString(redactKey)+"\n")
@@ -190,12 +190,17 @@ routes:
   - name: signup
     match: {event: "signup*"}
     topic: signups
+    key: props.name
     redact:
       - {path: traits.address.street, action: drop}
       - {path: /props/name, action: hash}
+  - name: orders
+    match: {event: "order*"}
+    topic: orders
+    key: props.card
 `)
 	h := newHarness(t, func(c *Config) { c.Privacy.RedactKeyFile = key }, WithRoutes(rt), WithAuth(redactingAuth(t)))
-	body := `[{"event":"signup","props":{"name":"Ann","card":"4111"}},{"event":"view","props":{"name":"Ann"}}]`
+	body := `[{"event":"signup","props":{"name":"Ann","card":"4111"}},{"event":"view","props":{"name":"Ann"}},{"event":"order","props":{"card":"4222"}}]`
 	if r := h.do(t, "POST", "/v1/batch", []byte(body), "Content-Type", "application/json", "Authorization", basic("pii", "pii-secret-0123456789")); r.status != 200 {
 		t.Fatalf("answer %s", r)
 	}
@@ -203,8 +208,15 @@ routes:
 	if len(s) != 1 || !strings.Contains(string(s[0].Value), `"props":{"name":"`+privacy.Hash(redactKey, "Ann")+`"}`) {
 		t.Errorf("signups %v: want props.name hashed, props.card dropped", s)
 	}
+	if len(s) == 1 && string(s[0].Key) != privacy.Hash(redactKey, "Ann") {
+		t.Errorf("signup's key %q: want the hash of props.name", s[0].Key)
+	}
 	if e := h.sink.onTopic("events"); len(e) != 1 || !strings.Contains(string(e[0].Value), `"name":"Ann"`) {
 		t.Errorf("events %v: want the other route's event as sent", e)
+	}
+	// The client's rules drop props.card, the orders route's key.
+	if o := h.sink.onTopic("orders"); len(o) != 1 || strings.Contains(string(o[0].Value)+string(o[0].Key), "4222") || string(o[0].Key) != o[0].EventID {
+		t.Errorf("orders %+v: want props.card dropped, the key the event id", o)
 	}
 }
 

@@ -28,6 +28,7 @@ type routed struct {
 	rt   event.Route    // where its record goes
 	dead string         // its dead-letter topic, "" for the gateway's
 	red  *privacy.Rules // its route's redaction rules
+	prop string         // the props field its key came from (KeyProp); ""
 	drop bool           // dropped by a rule
 }
 
@@ -52,6 +53,46 @@ func (rt *routing) rejected(bad *event.Invalid) bool {
 }
 
 func (rt *routing) dropped(i int) bool { return rt.evs[i].drop }
+
+// redactKey is the record key of the i-th event once its value was
+// redacted to v: a key taken from a props field follows what redaction
+// did to the field (hashed: the hash; dropped: the event's id, so that
+// the clear value is not kept in the key). Other keys are key.
+func (rt *routing) redactKey(i int, key, v []byte, id string) []byte {
+	if rt == nil || rt.evs[i].prop == "" {
+		return key
+	}
+	if k := propString(topObject(v, "props"), rt.evs[i].prop); k != nil {
+		return k
+	}
+	return []byte(id)
+}
+
+// topObject is the top-level field name of the JSON object v when it is
+// an object, or nil.
+func topObject(v []byte, name string) []byte {
+	dec := jsontext.NewDecoder(bytes.NewReader(v))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil
+	}
+	for dec.PeekKind() != '}' {
+		k, err := dec.ReadToken()
+		if err != nil {
+			return nil
+		}
+		if k.String() == name && dec.PeekKind() == '{' {
+			o, err := dec.ReadValue()
+			if err != nil {
+				return nil
+			}
+			return bytes.Clone(o)
+		}
+		if dec.SkipValue() != nil {
+			return nil
+		}
+	}
+	return nil
+}
 
 // redaction is the i-th event's route's redaction rules; nil: none, and
 // for every event without routes (nil rt).
@@ -99,6 +140,7 @@ func (rt *routing) route(b *event.Batch, i int, e *planned, client string, p aut
 	case routes.KeyProp:
 		if v := propString(b.Props(i), d.KeyProp); v != nil {
 			r.Key, r.KeyValue = event.KeyValue, v
+			ev.prop = d.KeyProp
 		}
 	}
 	b.SetRoute(i, r)
