@@ -48,9 +48,7 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 		s.pixelError(w, herr)
 		return
 	}
-	meta := s.meta(r)
-	meta.Client = clientID(p)
-	s.applyIPPolicy(r, &meta, p)
+	meta := s.requestMeta(r, p)
 	// The query without its credentials: a query that makes no event is
 	// dead-lettered as sent, and a secret must never be stored.
 	raw, bad := pixelEvent(auth.WithoutCredentials(r.URL.RawQuery))

@@ -21,6 +21,16 @@ func (s *Server) loadPrivacy() error {
 	return nil
 }
 
+// requestMeta is what every endpoint that makes events records of r, from
+// client p: meta (the address, the User-Agent and what they give), the
+// client, then the IP policy applied to the address.
+func (s *Server) requestMeta(r *http.Request, p auth.Principal) event.Meta {
+	meta := s.meta(r)
+	meta.Client = clientID(p)
+	s.applyIPPolicy(r, &meta, p)
+	return meta
+}
+
 // applyIPPolicy puts meta.IP under the request's IP policy: its client's
 // (auth.Client.IPPolicy), else --ip-policy, made stricter, never looser,
 // by its headers (privacy.FromHeader). Enrichment from the address must

@@ -277,9 +277,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		s.writeError(w, bodyError(err))
 		return
 	}
-	meta := s.meta(r)
-	meta.Client = clientID(p)
-	s.applyIPPolicy(r, &meta, p)
+	meta := s.requestMeta(r, p)
 	b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
 	done := false // the sink holds nothing of the records: recycle their memory
 	defer func() {
