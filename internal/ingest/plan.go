@@ -310,6 +310,7 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			rec.Value, applied, _ = s.redact(rec.Value, true, red, rt.redaction(i)) // Build made it: a JSON object
 			if applied {
 				rec.Key = rt.redactKey(i, rec.Key, rec.Value, rec.EventID)
+				s.metrics.redactedBy[redactedRecord].Inc()
 			}
 		}
 		if len(vs) > 0 {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/cliflag"
 	"github.com/inlet-dev/inlet/internal/event"
@@ -169,6 +171,11 @@ func TestRedactClient(t *testing.T) {
 	last := dead[len(dead)-1]
 	if w, _ := header(last, event.HeaderRedacted); len(last.Value) != 0 || w != "withheld" {
 		t.Errorf("pixel dead letter %q, inlet-redacted %q: want it withheld", last.Value, w)
+	}
+	for kind, want := range map[string]float64{"record": 2, "dead_letter": 1, "withheld": 1} {
+		if got := testutil.ToFloat64(h.s.metrics.Redacted.WithLabelValues(kind)); got != want {
+			t.Errorf("inlet_redacted_records_total{kind=%q} = %v, want %v", kind, got, want)
+		}
 	}
 	// Another client has no rules.
 	if r := h.do(t, "POST", "/v1/batch", []byte(body), "Content-Type", "application/json", "Authorization", basic("web", "web-secret-0123456789")); r.status != 200 {

@@ -395,9 +395,13 @@ func (s *Server) deadLetter(raw []byte, bad *event.Invalid, meta event.Meta, red
 	}
 	rec := event.DeadLetter(s.cfg.DeadLetterTopicName(), cp, bad.Msg, meta.ReceivedAt, s.cfg.MaxEventBytes)
 	rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderReason, Value: []byte(bad.Reason)})
-	if !readable {
+	switch {
+	case !readable:
 		rec.Value = []byte{}
 		rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderRedacted, Value: []byte("withheld")})
+		s.metrics.redactedBy[redactedWithheld].Inc()
+	case applied:
+		s.metrics.redactedBy[redactedDeadLetter].Inc()
 	}
 	return rec
 }
