@@ -8,16 +8,21 @@ import (
 	"github.com/inlet-dev/inlet/internal/privacy"
 )
 
-// loadPrivacy reads the redaction key (--redact-key-file), if any.
+// loadPrivacy reads the redaction key (--redact-key-file), if any, and
+// says once what the settings are when they are not the defaults.
 func (s *Server) loadPrivacy() error {
-	if s.cfg.Privacy.RedactKeyFile == "" {
-		return nil
+	c := s.cfg.Privacy
+	if c.RedactKeyFile != "" {
+		key, err := privacy.ReadKey(c.RedactKeyFile)
+		if err != nil {
+			return err
+		}
+		s.redactKey = key
 	}
-	key, err := privacy.ReadKey(s.cfg.Privacy.RedactKeyFile)
-	if err != nil {
-		return err
+	if c.IPPolicy != privacy.Keep || c.RedactKeyFile != "" {
+		s.log.Info("privacy: client addresses and redaction", "ip_policy", c.IPPolicy.String(),
+			"ip_truncate_v4", c.IP.V4Bits, "ip_truncate_v6", c.IP.V6Bits, "redact_key_file", c.RedactKeyFile)
 	}
-	s.redactKey = key
 	return nil
 }
 
