@@ -2,6 +2,8 @@ package privacy
 
 import (
 	"bytes"
+	"flag"
+	"io"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -265,4 +267,27 @@ func FuzzApplyValid(f *testing.F) {
 			t.Errorf("compact %s:\n ApplyValid %s (%v)\n      Apply %s", c.Bytes(), got, err, want)
 		}
 	})
+}
+
+// TestConfigFlags: the flags set the config; bad values are refused.
+func TestConfigFlags(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--ip-policy", "truncate", "--ip-truncate-v4", "16", "--ip-truncate-v6", "32", "--redact-key-file", "k"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.IPPolicy != Truncate || c.IP != (IP{16, 32}) || c.RedactKeyFile != "k" || c.Validate() != nil {
+		t.Errorf("config %+v (%v)", c, c.Validate())
+	}
+	if err := fs.Parse([]string{"--ip-policy", "anonymize"}); err == nil {
+		t.Error("--ip-policy anonymize: no error")
+	}
+	for _, bad := range []IP{{33, 48}, {24, 129}, {-1, 48}} {
+		if err := (Config{IP: bad}).Validate(); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
 }
