@@ -2,9 +2,9 @@ package privacy
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"io"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"os"
