@@ -101,6 +101,8 @@ echo "== segment: docs/segment.md run as written (scripts/segment-check.sh)" >&2
 scripts/segment-check.sh
 echo "== configuration: docs/configuration.md run as written (scripts/config-check.sh)" >&2
 scripts/config-check.sh
+echo "== privacy: docs/privacy.md run as written (scripts/privacy-check.sh)" >&2
+scripts/privacy-check.sh
 
 echo "== web: inlet.js and the browser tests (headless Chromium)" >&2
 if ! command -v npm >/dev/null 2>&1; then

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/cliflag"
+	"github.com/inlet-dev/inlet/internal/privacy"
 )
 
 const clientsUsage = `Usage:
@@ -66,9 +68,23 @@ func runClientsAdd(args []string, env Env) error {
 	fs.Float64Var(&c.Rate, "rate", 0, "events (or catalog calls) per second the client may send; 0: no limit")
 	fs.IntVar(&c.Burst, "burst", 0, "how many events may come at once over --rate (0: the rate, at least 1)")
 	fs.BoolVar(&c.Admin, "admin", false, "the client may change the catalog (Upsert, Block) and, with --auth, watch the live events page (/ui), which shows user data")
+	fs.Func("ip-policy", "what the client's events keep of its address: keep, truncate or drop (default: the gateway's --ip-policy)", func(v string) error {
+		p, err := privacy.ParsePolicy(v)
+		c.IPPolicy = &p
+		return err
+	})
+	var redact []string
+	cliflag.List(fs, &redact, "redact", "redaction rules of the client's events, comma-separated PATH=ACTION: a field (props.email, /context/traits/phone) and drop or hash")
 	pos, err := parseArgs(fs, args, env)
 	if err != nil {
 		return err
+	}
+	for _, r := range redact {
+		path, action, ok := strings.Cut(r, "=")
+		if !ok {
+			return fmt.Errorf("clients add: --redact %q: want PATH=drop or PATH=hash", r)
+		}
+		c.Redact = append(c.Redact, privacy.Rule{Path: path, Action: action})
 	}
 	if c.ID, err = oneName(fs, pos, file); err != nil {
 		return err

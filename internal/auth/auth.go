@@ -125,7 +125,7 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticat
 	}
 	a.fails = newFailures(cfg.FailBurst, cfg.FailEvery, cfg.FailSources, a.m.throttleEvictions.Inc)
 	a.clientsAt = stampOf(cfg.ClientsFile)
-	cs, err := ReadFile(cfg.ClientsFile)
+	cs, err := a.readClients()
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
 	}
@@ -179,6 +179,19 @@ func readKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("--auth-token-key-file %s: %d bytes: want %d or more (for example: head -c 32 /dev/urandom | base64 > %s)", path, len(b), MinKeyBytes, path)
 	}
 	return b, nil
+}
+
+// readClients reads the clients file, and refuses hash rules without a
+// key (Config.RedactKey).
+func (a *Authenticator) readClients() ([]Client, error) {
+	cs, err := ReadFile(a.cfg.ClientsFile)
+	if err == nil {
+		err = CheckHashKey(cs, a.cfg.RedactKey)
+		if err != nil {
+			err = fmt.Errorf("clients file %s: %w", a.cfg.ClientsFile, err)
+		}
+	}
+	return cs, err
 }
 
 // build makes the lookup maps of a validated client list, keeping the rate
@@ -261,7 +274,7 @@ func (a *Authenticator) reloadClients(force bool) error {
 	}
 	a.clientsAt = st
 	old := a.set.Load()
-	cs, err := ReadFile(a.cfg.ClientsFile)
+	cs, err := a.readClients()
 	if err != nil {
 		a.m.reloadErrors.Inc()
 		a.log.Error("auth: clients file not reloaded: keeping the clients loaded before; fix the file", "err", err, "clients", len(old.byID))

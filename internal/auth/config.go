@@ -46,6 +46,10 @@ const (
 type Config struct {
 	// ClientsFile is the clients file (--clients), reloaded on change.
 	ClientsFile string
+	// RedactKey is set (by the gateway, not a flag) when there is a
+	// redaction key (--redact-key-file): without it, a clients file with a
+	// hash rule is refused.
+	RedactKey bool
 	// HTTP requires credentials on HTTP ingest (--auth).
 	HTTP bool
 	// TokenTTL is how long a session token is valid (--auth-token-ttl).

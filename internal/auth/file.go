@@ -21,6 +21,8 @@ import (
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/inlet-dev/inlet/internal/privacy"
 )
 
 // File is the clients file: {"clients":[...]}.
@@ -92,10 +94,18 @@ func ParseFile(b []byte) ([]Client, error) {
 
 // ValidateClients checks a list of clients: ids unique and well formed, each
 // secret_sha256 64 hex digits and no two alike, rate and burst not
-// negative, no empty group names.
+// negative, no empty group names, redaction rules that compile (which it
+// does: Client.Redaction).
 func ValidateClients(cs []Client) error {
 	ids := make(map[string]bool, len(cs))
 	hashes := make(map[[32]byte]string, len(cs))
+	for i := range cs {
+		rs, err := privacy.Compile(cs[i].Redact)
+		if err != nil {
+			return fmt.Errorf("client %q: redact: %w", cs[i].ID, err)
+		}
+		cs[i].redact = rs
+	}
 	for i, c := range cs {
 		if !ValidID(c.ID) {
 			return fmt.Errorf("client %d: id %q: want 1 to 64 of A-Z a-z 0-9 . _ -", i, c.ID)
@@ -142,6 +152,20 @@ func parseHash(s string) ([32]byte, error) {
 		return h, errors.New("not hex: want 64 hex digits (the SHA-256 of the secret)")
 	}
 	return h, nil
+}
+
+// CheckHashKey refuses clients with a hash rule when there is no key to
+// hash with (haveKey false: no --redact-key-file).
+func CheckHashKey(cs []Client, haveKey bool) error {
+	if haveKey {
+		return nil
+	}
+	for i := range cs {
+		if cs[i].Redaction().Hashes() {
+			return fmt.Errorf("client %q: redact: a rule hashes a field, but there is no key: give --redact-key-file", cs[i].ID)
+		}
+	}
+	return nil
 }
 
 // ReadFile reads and validates a clients file. Its errors name the file.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"path"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/privacy"
 )
 
 // Client is one entry of the clients file.
@@ -32,6 +34,33 @@ type Client struct {
 	Admin bool `json:"admin,omitzero"`
 	// Created is when the client was added.
 	Created time.Time `json:"created"`
+	// IPPolicy is what its events and the logs keep of its address (keep,
+	// truncate or drop); nil for the gateway's --ip-policy. A request may
+	// ask for a stricter one, never a looser one.
+	IPPolicy *privacy.Policy `json:"ip_policy,omitempty"`
+	// Redact are the redaction rules of its events (and their dead
+	// letters).
+	Redact []privacy.Rule `json:"redact,omitempty"`
+
+	redact *privacy.Rules // Redact compiled, by ParseFile and ValidateClients
+}
+
+// Policy is the client's IP policy, def when it names none.
+func (c *Client) Policy(def privacy.Policy) privacy.Policy {
+	if c == nil || c.IPPolicy == nil {
+		return def
+	}
+	return *c.IPPolicy
+}
+
+// Redaction is the client's redaction rules, compiled; nil for none, and
+// for a client that was not read by ParseFile (or checked by
+// ValidateClients).
+func (c *Client) Redaction() *privacy.Rules {
+	if c == nil {
+		return nil
+	}
+	return c.redact
 }
 
 // Group is the group of the client's events and lookups that name none:

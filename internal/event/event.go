@@ -52,6 +52,10 @@ const (
 	// topic but after a redirect rule or the overflow).
 	HeaderRoute = "inlet-route"
 	HeaderTopic = "inlet-topic"
+	// HeaderRedacted is "withheld" on a dead-letter record whose value
+	// redaction rules applied to but could not be read (not a JSON
+	// object): the value is empty rather than stored unredacted.
+	HeaderRedacted = "inlet-redacted"
 )
 
 // Header is one Kafka record header.

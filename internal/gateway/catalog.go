@@ -33,6 +33,7 @@ func (c Config) catalogConfig() catalog.Config {
 // are kept unless --rate-limit-store local.
 func (c Config) authConfig() auth.Config {
 	ac := c.Auth
+	ac.RedactKey = c.Ingest.Privacy.RedactKeyFile != "" // hash rules need it
 	if ac.RedisAddr == "" {
 		ac.RedisAddr = c.RedisAddr
 	}

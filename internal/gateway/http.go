@@ -66,8 +66,10 @@ func newServerTLS(cfg Config, h http.Handler, log *slog.Logger, tc *tls.Config) 
 		WriteTimeout:   cfg.ReadTimeout + cfg.Ingest.WriteTimeout + 5*time.Second,
 		IdleTimeout:    cfg.IdleTimeout,
 		MaxHeaderBytes: cfg.MaxHeaderBytes,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		Protocols:      new(http.Protocols),
+		// net/http names a connection's address in its errors, before any
+		// client is known: they follow --ip-policy.
+		ErrorLog:  slog.NewLogLogger(cfg.Ingest.Privacy.LogHandler(log.Handler()), slog.LevelWarn),
+		Protocols: new(http.Protocols),
 	}
 	srv.Protocols.SetHTTP1(true)
 	srv.Protocols.SetUnencryptedHTTP2(true)

@@ -18,7 +18,8 @@ func (g *Gateway) startRoutes(opts []ingest.Option) ([]ingest.Option, error) {
 	if g.cfg.Ingest.Routes == "" {
 		return opts, nil
 	}
-	w, err := routes.Open(g.cfg.Ingest.Routes, g.cfg.Ingest.Topic, g.log, routes.NewMetrics(g.reg))
+	w, err := routes.Open(g.cfg.Ingest.Routes, g.cfg.Ingest.Topic, g.log, routes.NewMetrics(g.reg),
+		routes.WithRedactKey(g.cfg.Ingest.Privacy.RedactKeyFile != ""))
 	if err != nil {
 		return nil, err
 	}

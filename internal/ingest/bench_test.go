@@ -45,7 +45,12 @@ func benchIngest(b *testing.B, opts ...Option) { benchIngestBody(b, benchBody(10
 // request, and reports allocs/event (the request's allocations, the test
 // client's included, over its events).
 func benchIngestBody(b *testing.B, body []byte, n int, opts ...Option) {
-	s, err := New(DefaultConfig(), discardSink{}, slog.New(slog.DiscardHandler), nil, opts...)
+	benchIngestConfig(b, DefaultConfig(), body, n, opts...)
+}
+
+// benchIngestConfig is benchIngestBody with cfg.
+func benchIngestConfig(b *testing.B, cfg Config, body []byte, n int, opts ...Option) {
+	s, err := New(cfg, discardSink{}, slog.New(slog.DiscardHandler), nil, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/membudget"
+	"github.com/inlet-dev/inlet/internal/privacy"
 )
 
 // Sink takes the records of one request. Write blocks until the records are
@@ -102,6 +103,9 @@ type Config struct {
 	// and whose client has no default group, with credentials on and no
 	// catalog; with a catalog, its DefaultGroup is used. Empty: "default".
 	DefaultGroup string
+
+	// Privacy is the IP policy and the redaction key (privacy.go).
+	Privacy privacy.Config
 }
 
 // DefaultConfig returns the documented defaults.
@@ -117,6 +121,7 @@ func DefaultConfig() Config {
 		WriteTimeout:         10 * time.Second,
 		RetryAfter:           2 * time.Second,
 		AllowedOrigins:       []string{"*"},
+		Privacy:              privacy.DefaultConfig(),
 	}
 }
 
@@ -144,6 +149,9 @@ func (c Config) Validate() error {
 		if o != "*" && !strings.Contains(o, "://") {
 			return fmt.Errorf("ingest: CORS origin %q: want scheme://host[:port] or *", o)
 		}
+	}
+	if err := c.Privacy.Validate(); err != nil {
+		return fmt.Errorf("ingest: %w", err)
 	}
 	return nil
 }

@@ -22,4 +22,5 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RetryAfter, "retry-after", c.RetryAfter, "Retry-After sent with 503 answers")
 	cliflag.List(fs, &c.AllowedOrigins, "cors-origins", "CORS origins allowed, comma-separated scheme://host[:port], or *")
 	cliflag.Prefixes(fs, &c.TrustedProxies, "trusted-proxies", "IPs or CIDR prefixes whose X-Forwarded-For is believed, comma-separated")
+	c.Privacy.RegisterFlags(fs)
 }

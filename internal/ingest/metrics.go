@@ -27,6 +27,10 @@ type Metrics struct {
 	// CatalogViolations counts tracking-plan violations found, by type and
 	// mode (warn: let through; block, or blocked_event: rejected).
 	CatalogViolations *prometheus.CounterVec
+	// Redacted counts records redaction rules rewrote, by kind: record,
+	// dead_letter, or withheld (a dead letter written without its value:
+	// not JSON, it could not be redacted).
+	Redacted *prometheus.CounterVec
 
 	// lastAck is when an ingest request was last answered 2xx (its events
 	// acknowledged), in Unix nanoseconds; 0 before the first.
@@ -35,8 +39,18 @@ type Metrics struct {
 	// rejectedBy are EventsRejected's counters of the known reasons,
 	// looked up once.
 	rejectedBy map[event.Reason]prometheus.Counter
-	violations sync.Map // violationKey → prometheus.Counter
+	violations sync.Map              // violationKey → prometheus.Counter
+	redactedBy [3]prometheus.Counter // Redacted's, in redactedKinds order
 }
+
+// Kinds of Redacted, in redactedBy's order.
+var redactedKinds = [...]string{redactedRecord: "record", redactedDeadLetter: "dead_letter", redactedWithheld: "withheld"}
+
+const (
+	redactedRecord = iota
+	redactedDeadLetter
+	redactedWithheld
+)
 
 // violationKey labels a counter of CatalogViolations.
 type violationKey struct {
@@ -115,6 +129,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "inlet_catalog_violations_total",
 			Help: "Tracking-plan violations of events taken by the sink, by violation type and catalog mode.",
 		}, []string{"type", "mode"}),
+		Redacted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "inlet_redacted_records_total",
+			Help: "Records redaction rules rewrote, by kind: record, dead_letter, withheld (a dead letter written without its value, which was not JSON).",
+		}, []string{"kind"}),
 		rejectedBy: map[event.Reason]prometheus.Counter{},
 	}
 	for _, r := range []event.Reason{event.ReasonMalformed, event.ReasonNotObject, event.ReasonTooLarge,
@@ -126,9 +144,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.SinkErrors.WithLabelValues(kind) // export zeros: rate() sees the first failure
 	}
 	m.CatalogUnresolved.WithLabelValues("unavailable")
+	for i, kind := range redactedKinds {
+		m.redactedBy[i] = m.Redacted.WithLabelValues(kind) // looked up once; zeros exported
+	}
 	if reg != nil {
 		reg.MustRegister(m.Requests, m.Duration, m.EventsAccepted, m.EventsRejected, m.SinkErrors,
-			m.AuthRejected, m.CatalogUnresolved, m.CatalogViolations,
+			m.AuthRejected, m.CatalogUnresolved, m.CatalogViolations, m.Redacted,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "inlet_last_ack_timestamp_seconds",
 				Help: "Unix time of the last ingest request answered 2xx (its events acknowledged); 0 before the first.",

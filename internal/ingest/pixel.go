@@ -48,8 +48,7 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 		s.pixelError(w, herr)
 		return
 	}
-	meta := s.meta(r)
-	meta.Client = clientID(p)
+	meta := s.requestMeta(r, p)
 	// The query without its credentials: a query that makes no event is
 	// dead-lettered as sent, and a secret must never be stored.
 	raw, bad := pixelEvent(auth.WithoutCredentials(r.URL.RawQuery))
@@ -60,7 +59,7 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	)
 	switch {
 	case bad != nil:
-		recs = []event.Record{s.deadLetter(raw, bad, meta)}
+		recs = []event.Record{s.deadLetter(raw, bad, meta, p.Client.Redaction())}
 	default:
 		b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
 		defer b.Release()

@@ -283,6 +283,7 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 
 	recs := b.RecordSlice(len(items))
 	ans := Answer{Rejected: []Rejection{}}
+	red := p.Client.Redaction() // the client's redaction rules; nil: none
 	for i, raw := range items {
 		var vs []catalog.Violation
 		if viols != nil {
@@ -293,7 +294,7 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			continue
 		}
 		if bad := bads[i]; bad != nil {
-			rec := s.deadLetter(raw, bad, meta)
+			rec := s.deadLetter(raw, bad, meta, red, rt.redaction(i))
 			if rt != nil && rt.deadLetter(i) != "" {
 				rec.Topic = rt.deadLetter(i)
 			}
@@ -310,6 +311,14 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			continue
 		}
 		rec := b.Record(i)
+		if red != nil || rt.redaction(i) != nil {
+			var applied bool
+			rec.Value, applied, _ = s.redact(rec.Value, true, red, rt.redaction(i)) // Build made it: a JSON object
+			if applied {
+				rec.Key = rt.redactKey(i, rec.Key, rec.Value, rec.EventID)
+				s.metrics.redactedBy[redactedRecord].Inc()
+			}
+		}
 		if len(vs) > 0 {
 			rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderViolations, Value: violationsHeader(vs)})
 			t.violations = appendTypes(t.violations, vs)

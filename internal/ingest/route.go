@@ -9,6 +9,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/privacy"
 	"github.com/inlet-dev/inlet/internal/routes"
 )
 
@@ -25,9 +26,11 @@ type routing struct {
 
 // routed is what routing made of one event.
 type routed struct {
-	rt   event.Route // where its record goes
-	dead string      // its dead-letter topic, "" for the gateway's
-	drop bool        // dropped by a rule
+	rt   event.Route    // where its record goes
+	dead string         // its dead-letter topic, "" for the gateway's
+	red  *privacy.Rules // its route's redaction rules
+	prop string         // the props field its key came from (KeyProp); ""
+	drop bool           // dropped by a rule
 }
 
 func newRouting(t *routes.Table, r *http.Request, endpoint, client string, n int) *routing {
@@ -68,6 +71,55 @@ func (rt *routing) rejected(bad *event.Invalid) bool {
 
 func (rt *routing) dropped(i int) bool { return rt.evs != nil && rt.evs[i].drop }
 
+// redactKey is the record key of the i-th event once its value was
+// redacted to v: a key taken from a props field follows what redaction
+// did to the field (hashed: the hash; dropped: the event's id, so that
+// the clear value is not kept in the key). Other keys are key.
+func (rt *routing) redactKey(i int, key, v []byte, id string) []byte {
+	if rt == nil || rt.evs == nil || rt.evs[i].prop == "" {
+		return key
+	}
+	if k := propString(topObject(v, "props"), rt.evs[i].prop); k != nil {
+		return k
+	}
+	return []byte(id)
+}
+
+// topObject is the top-level field name of the JSON object v when it is
+// an object, or nil.
+func topObject(v []byte, name string) []byte {
+	dec := jsontext.NewDecoder(bytes.NewReader(v))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		return nil
+	}
+	for dec.PeekKind() != '}' {
+		k, err := dec.ReadToken()
+		if err != nil {
+			return nil
+		}
+		if k.String() == name && dec.PeekKind() == '{' {
+			o, err := dec.ReadValue()
+			if err != nil {
+				return nil
+			}
+			return bytes.Clone(o)
+		}
+		if dec.SkipValue() != nil {
+			return nil
+		}
+	}
+	return nil
+}
+
+// redaction is the i-th event's route's redaction rules; nil: none, and
+// for every event without routes (nil rt).
+func (rt *routing) redaction(i int) *privacy.Rules {
+	if rt == nil || rt.evs == nil {
+		return nil
+	}
+	return rt.evs[i].red
+}
+
 // route decides the i-th event of b, of group e.Group, from client:
 // its record's route (SetRoute), or its rejection (dead-lettered to the
 // route's dead-letter topic), or its drop (no record, no rejection). An
@@ -80,11 +132,11 @@ func (rt *routing) route(b *event.Batch, i int, e *planned, p auth.Principal) *e
 	in.Group, in.Event = e.Group, b.NameBytes(i)
 	in.UID, in.AnonID, in.ID = b.UID(i), b.AnonID(i), b.ClientID(i)
 	rt.t.Decide(in, d)
-	if d.Default && d.DeadLetter == "" && (p.Client == nil || p.Client.AllowTopic(d.RouteTopic)) {
+	if d.Default && d.DeadLetter == "" && d.Redact == nil && (p.Client == nil || p.Client.AllowTopic(d.RouteTopic)) {
 		return nil // the batch's topic and key, no route headers: as without a routes file
 	}
 	ev := rt.ev(i)
-	ev.dead = d.DeadLetter
+	ev.dead, ev.red = d.DeadLetter, d.Redact
 	switch d.Action {
 	case routes.Drop:
 		ev.drop = true
@@ -109,6 +161,7 @@ func (rt *routing) route(b *event.Batch, i int, e *planned, p auth.Principal) *e
 	case routes.KeyProp:
 		if v := propString(b.Props(i), d.KeyProp); v != nil {
 			r.Key, r.KeyValue = event.KeyValue, v
+			ev.prop = d.KeyProp
 		}
 	}
 	b.SetRoute(i, r)

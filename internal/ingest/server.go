@@ -22,6 +22,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/catalog"
 	"github.com/inlet-dev/inlet/internal/event"
+	"github.com/inlet-dev/inlet/internal/privacy"
 	"github.com/inlet-dev/inlet/internal/ratelog"
 )
 
@@ -44,6 +45,9 @@ type Server struct {
 	zstd    *sync.Pool // *zstd.Decoder, bounded by the config
 	// sinkWarn logs failed sink writes once per sinkWarnEvery, with a count.
 	sinkWarn *ratelog.Limiter
+
+	// redactKey is the key of hash rules (--redact-key-file); nil without.
+	redactKey []byte
 
 	// With WithAuth and WithCatalog (plan.go); nil without.
 	auth           Authenticator
@@ -76,6 +80,9 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer, opt
 		o(s)
 	}
 	s.initPlan()
+	if err := s.loadPrivacy(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -282,8 +289,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, c *call) {
 			return
 		}
 	}
-	meta := s.meta(r)
-	meta.Client = clientID(p)
+	meta := s.requestMeta(r, p)
 	b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
 	done := false // the sink holds nothing of the records: recycle their memory
 	defer func() {
@@ -385,7 +391,7 @@ func (s *Server) records(r *http.Request, endpoint string, b *event.Batch, items
 	for i, raw := range items {
 		if bad := b.Invalid(i); bad != nil {
 			ans.Rejected = append(ans.Rejected, Rejection{Index: i, Error: bad.Msg})
-			recs[i] = s.deadLetter(raw, bad, meta)
+			recs[i] = s.deadLetter(raw, bad, meta) // no client, no routes: no redaction rules
 			continue
 		}
 		recs[i] = b.Record(i)
@@ -394,14 +400,27 @@ func (s *Server) records(r *http.Request, endpoint string, b *event.Batch, items
 	return recs, ans, tally{}
 }
 
-// deadLetter builds the dead-letter record of an invalid event. It aliases
-// nothing of raw.
-func (s *Server) deadLetter(raw []byte, bad *event.Invalid, meta event.Meta) event.Record {
-	// Copy: raw aliases the pooled body buffer, and the sink may still
-	// hold the record after Write returns (ack=none).
-	cp := append([]byte(nil), raw...)
+// deadLetter builds the dead-letter record of an invalid event, with the
+// redaction rules of red applied in turn (nil ones skipped): an event they cannot be applied
+// to (not a JSON object) is withheld, its value empty, with the
+// inlet-redacted header. It aliases nothing of raw.
+func (s *Server) deadLetter(raw []byte, bad *event.Invalid, meta event.Meta, red ...*privacy.Rules) event.Record {
+	cp, applied, readable := s.redact(raw, false, red...)
+	if !applied {
+		// Copy: raw aliases the pooled body buffer, and the sink may still
+		// hold the record after Write returns (ack=none).
+		cp = append([]byte(nil), raw...)
+	}
 	rec := event.DeadLetter(s.cfg.DeadLetterTopicName(), cp, bad.Msg, meta.ReceivedAt, s.cfg.MaxEventBytes)
 	rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderReason, Value: []byte(bad.Reason)})
+	switch {
+	case !readable:
+		rec.Value = []byte{}
+		rec.Headers = append(rec.Headers, event.Header{Key: event.HeaderRedacted, Value: []byte("withheld")})
+		s.metrics.redactedBy[redactedWithheld].Inc()
+	case applied:
+		s.metrics.redactedBy[redactedDeadLetter].Inc()
+	}
 	return rec
 }
 

@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/inlet-dev/inlet/internal/privacy"
 )
 
 // File is the routes file as written.
@@ -39,6 +41,9 @@ type Route struct {
 	// DeadLetter is where its events rejected by routing go (a template
 	// too); "" is the gateway's dead-letter topic.
 	DeadLetter string `yaml:"dead_letter"`
+	// Redact are the redaction rules of its events' records and dead
+	// letters (after the client's, if both have rules).
+	Redact []privacy.Rule `yaml:"redact"`
 }
 
 // RouteMatch is what a route matches; every field set must match (globs,
@@ -185,7 +190,22 @@ func (r *Route) check() error {
 	if _, err := parseKey(r.Key); err != nil {
 		return err
 	}
+	if _, err := privacy.Compile(r.Redact); err != nil {
+		return err
+	}
 	return nil
+}
+
+// hashes reports whether a route has a redaction rule that hashes.
+func (f *File) hashes() bool {
+	for _, r := range f.Routes {
+		for _, x := range r.Redact {
+			if x.Action == privacy.ActionHash {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (r *Rule) check() error {

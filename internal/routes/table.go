@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inlet-dev/inlet/internal/privacy"
 )
 
 // Input is what routing reads of one event. Its byte slices are only read
@@ -88,6 +90,8 @@ type Decision struct {
 	// event unchanged: no rule or overflow acted on it. Its record is
 	// written as without a routes file (no route headers).
 	Default bool
+	// Redact are the route's redaction rules; nil: none.
+	Redact *privacy.Rules
 }
 
 // Reasons of events dead-lettered by routing.
@@ -114,6 +118,7 @@ type route struct {
 	key         Key
 	keyProp     string
 	stats       *Stats
+	redact      *privacy.Rules
 	// client, group, event, endpoint, then the headers' (in hdrs order)
 	pats []pattern
 	hdrs []string
@@ -247,6 +252,7 @@ func Compile(f *File, defaultTopic, version string, m *Metrics) *Table {
 		}
 		cr.key, _ = parseKey(r.Key)
 		cr.keyProp = strings.TrimPrefix(r.Key, "props.")
+		cr.redact, _ = privacy.Compile(r.Redact) // checked by Parse
 		cr.stats = stats(cr.Name, "route", cRouted, cDeadLettered)
 		m := r.Match
 		cr.pats = []pattern{compileGlob(m.Client), compileGlob(m.Group), compileGlob(m.Event), compileGlob(m.Endpoint)}
@@ -382,7 +388,7 @@ func (t *Table) routeOf(in *Input, d *Decision) *route {
 			}
 		}
 	}
-	d.Route, d.Key, d.KeyProp = rt.Name, rt.key, rt.keyProp
+	d.Route, d.Key, d.KeyProp, d.Redact = rt.Name, rt.key, rt.keyProp, rt.redact
 	d.Topic = rt.static
 	if rt.static == "" {
 		d.Topic = expand(rt.topic, in)

@@ -80,6 +80,7 @@ type Watcher struct {
 	log         *slog.Logger
 	m           *Metrics
 	cur         atomic.Pointer[Table]
+	haveKey     bool // WithRedactKey
 
 	mu  sync.Mutex // one reload at a time; guards at and sum
 	at  stamp
@@ -89,13 +90,24 @@ type Watcher struct {
 	done chan struct{}
 }
 
+// Option sets a part of a Watcher (Open).
+type Option func(*Watcher)
+
+// WithRedactKey says whether the gateway has a redaction key
+// (--redact-key-file): without one, a file with a rule that hashes is
+// refused, at Open as on reload.
+func WithRedactKey(have bool) Option { return func(w *Watcher) { w.haveKey = have } }
+
 // Open loads the routes file at path (an error if it is bad) for events
 // whose default topic is topic.
-func Open(path, topic string, log *slog.Logger, m *Metrics) (*Watcher, error) {
+func Open(path, topic string, log *slog.Logger, m *Metrics, opts ...Option) (*Watcher, error) {
 	if m == nil {
 		m = NewMetrics(nil)
 	}
 	w := &Watcher{path: path, topic: topic, log: log, m: m}
+	for _, o := range opts {
+		o(w)
+	}
 	if err := w.Reload(); err != nil {
 		return nil, err
 	}
@@ -156,6 +168,9 @@ func (w *Watcher) reload(force bool) error {
 		}
 		var f *File
 		f, err = Parse(b)
+		if err == nil && !w.haveKey && f.hashes() {
+			err = fmt.Errorf("%w: a route's redact rule hashes a field, but there is no key: give --redact-key-file", ErrInvalid)
+		}
 		if err != nil {
 			err = fmt.Errorf("routes: %s: %w", w.path, err)
 		} else {
