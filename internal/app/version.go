@@ -22,7 +22,18 @@ var (
 // versionString is what `inlet version` prints.
 func versionString() string {
 	bi, _ := debug.ReadBuildInfo()
-	return formatVersion(Version, Commit, bi, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+	_, commit, _ := buildVersion(Version, Commit, bi)
+	return formatVersion(Version, Commit, bi, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH) +
+		noCommitHint(commit, commandName() != "inlet")
+}
+
+// noCommitHint explains a missing commit under go run, which (unlike go
+// build in a git checkout) records none unless asked.
+func noCommitHint(commit string, goRun bool) string {
+	if commit != "" || !goRun {
+		return ""
+	}
+	return "; go run records no commit: go run -buildvcs=true ./cmd/inlet version, go build or make build do"
 }
 
 // formatVersion says which inlet this is: "inlet VERSION (commit REVISION[,
