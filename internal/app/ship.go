@@ -32,7 +32,7 @@ func ParseShip(args []string, env Env) (ShipConfig, error) {
 	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "most lines per batch")
 	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "how long the first line of a batch waits for more")
 	fs.DurationVar(&cfg.SendTimeout, "send-timeout", cfg.SendTimeout, "with --target: how long one attempt to send a batch may take; failed attempts are retried (to Kafka, batches in flight have no deadline: franz-go retries them, in order)")
-	fs.DurationVar(&cfg.ConnectTimeout, "connect-timeout", cfg.ConnectTimeout, "without --target: how long to wait at start for Kafka to answer, retrying, before giving up with the cause")
+	fs.DurationVar(&cfg.ConnectTimeout, "connect-timeout", cfg.ConnectTimeout, "without --target: how long to wait at start for Kafka to answer, retrying, before giving up with the cause (0: until interrupted)")
 	fs.DurationVar(&cfg.StopTimeout, "stop-timeout", cfg.StopTimeout, "on SIGINT/SIGTERM, how long the lines read may take to be acknowledged")
 	fs.Func("max-message-bytes", "without --target: the topic's max.message.bytes, if below Kafka's default 1000012: a line over it is rejected at once (a batch Kafka refuses as too large is sent again a line at a time)", func(v string) error {
 		n, err := strconv.ParseInt(v, 10, 32)

@@ -7,8 +7,8 @@ import (
 )
 
 // Reach calls ping (a metadata request: kgo.Client.Ping) until it
-// succeeds, ctx ends or wait has passed since the first attempt, each
-// attempt bounded by the time left (and 10 s). After each failed attempt
+// succeeds, ctx ends or wait has passed since the first attempt (wait 0:
+// until ctx ends), each attempt bounded by the time left (and 10 s). After each failed attempt
 // but the last it calls retrying, if not nil, with the attempt's number,
 // its error and the time left, then waits: 250 ms, doubling up to 5 s.
 // It returns nil or the last failure other than an attempt's deadline
@@ -17,6 +17,9 @@ import (
 // ride out a broker that is starting (inlet ship).
 func Reach(ctx context.Context, ping func(context.Context) error, wait time.Duration, retrying func(attempt int, err error, left time.Duration)) error {
 	deadline := time.Now().Add(wait)
+	if wait <= 0 {
+		deadline = time.Now().Add(100 * 365 * 24 * time.Hour) // never
+	}
 	backoff := 250 * time.Millisecond
 	var last error // the last failure that was not the attempt's deadline
 	for attempt := 1; ; attempt++ {

@@ -33,7 +33,15 @@ func TestReach(t *testing.T) {
 	if took := time.Since(start); !errors.Is(err, refused) || took < 600*time.Millisecond || took > 5*time.Second {
 		t.Fatalf("Reach: %v after %v; want the ping's error after 0.6 s", err, took)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	// wait 0: until ctx ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+	calls = 0
+	err = Reach(ctx, func(context.Context) error { calls++; return refused }, 0, nil)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || calls < 2 {
+		t.Fatalf("Reach without a bound: %v after %d pings; want the context's end, retrying until then", err, calls)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
 	cancel()
 	if err := Reach(ctx, func(ctx context.Context) error { return ctx.Err() }, time.Minute, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Reach with ctx done: %v", err)

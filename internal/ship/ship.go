@@ -48,7 +48,8 @@ type Config struct {
 	SendTimeout time.Duration
 	StopTimeout time.Duration // on interrupt, how long the last batch may take
 	// ConnectTimeout is how long Run waits at start for Kafka to answer
-	// (without Target), retrying, before it gives up with the cause.
+	// (without Target), retrying, before it gives up with the cause; 0:
+	// until interrupted (a follower started before Kafka).
 	ConnectTimeout time.Duration
 	BearerToken    string
 	// MaxMessageBytes is the topic's max.message.bytes (without Target;
@@ -82,8 +83,10 @@ func (c Config) Validate() error {
 		return errors.New("ship: --event must not be empty")
 	case c.BatchSize <= 0 || c.BatchSize > 500:
 		return errors.New("ship: --batch-size must be in 1..500 (inlet's --max-events)")
-	case c.Poll <= 0 || c.SendTimeout <= 0 || c.StopTimeout <= 0 || c.ConnectTimeout <= 0 || c.Linger < 0:
-		return errors.New("ship: --poll, --send-timeout, --stop-timeout and --connect-timeout must be positive")
+	case c.Poll <= 0 || c.SendTimeout <= 0 || c.StopTimeout <= 0 || c.Linger < 0:
+		return errors.New("ship: --poll, --send-timeout and --stop-timeout must be positive")
+	case c.ConnectTimeout < 0:
+		return errors.New("ship: --connect-timeout must be positive, or 0 to wait for Kafka until interrupted")
 	case c.Target != "" && (c.Security.TLSEnabled() || c.Security.SASL != ""):
 		return errors.New("ship: --kafka-tls and --kafka-sasl go with --brokers, not --target (use an https:// target for TLS to inlet)")
 	}
@@ -201,6 +204,9 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, log *slog.Logger) err
 			log.Warn("ship: kafka does not answer; retrying", "brokers", cfg.Brokers, "attempt", attempt,
 				"giving_up_in", left, "err", cfg.Security.DescribeConnError(err))
 		})
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("ship: interrupted while waiting for kafka at %v to answer; no line was read or sent", cfg.Brokers)
+		}
 		if err != nil {
 			return fmt.Errorf("ship: reaching kafka at %v: %w (gave up after --connect-timeout %v; no line was read or sent)",
 				cfg.Brokers, cfg.Security.ConnErr(err), cfg.ConnectTimeout)
