@@ -4,9 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/inlet-dev/inlet/internal/cliflag"
@@ -87,6 +87,7 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	if env.Getenv("GOGC") == "" {
 		debug.SetGCPercent(serveGOGC)
 	}
+	cfg.Version = shortVersion()
 	g, err := gateway.Start(cfg, log)
 	if err != nil {
 		return err
@@ -95,9 +96,12 @@ func runServe(ctx context.Context, args []string, env Env) error {
 		// Errors are logged, the certificate in use kept.
 		defer onHangup(func() { _ = g.ReloadTLS() })()
 	}
-	if b := g.BrokerAddr(); b != "" {
-		printBanner(env.Stdout, g.Addr(), b, cfg)
+	brokers := strings.Join(cfg.Brokers, ",")
+	if brokers == "" {
+		brokers = g.BrokerAddr()
 	}
+	printBanner(env.Stdout, bannerInfo{http: g.Addr(), https: g.TLSAddr(), ops: g.OpsAddr(), broker: g.BrokerAddr(),
+		brokers: brokers, cmd: commandName()}, cfg)
 	return runGateway(ctx, g, cfg.ShutdownTimeout, log)
 }
 
@@ -152,20 +156,4 @@ func runGateway(ctx context.Context, g *gateway.Gateway, timeout time.Duration, 
 	}
 	log.Info("stopped")
 	return nil
-}
-
-func printBanner(w io.Writer, httpAddr, brokerAddr string, cfg gateway.Config) {
-	fmt.Fprintf(w, `
-inlet is listening on http://%[1]s, writing to topic %[3]q (ack=%[4]s).
-
-  Development broker: %[2]s — a single-node Kafka-compatible broker inside
-  this process, data under %[5]s. For development only: use --brokers in production.
-
-  Send events:
-    curl -H 'Content-Type: application/json' -d '[{"event":"page_view","uid":"u1","props":{"path":"/"}}]' http://%[1]s/v1/batch
-  Read them:
-    go run ./cmd/inlet tail --brokers %[2]s --topic %[3]s --from beginning
-    kcat -b %[2]s -C -t %[3]s -f '%%k %%s\n'
-
-`, httpAddr, brokerAddr, cfg.Ingest.Topic, cfg.Ack, cfg.DataDir)
 }

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/inlet-dev/inlet/internal/ship"
 )
 
 func noEnv(string) string { return "" }
@@ -95,5 +98,31 @@ func TestShipMainReadsEnvStdin(t *testing.T) {
 				t.Errorf("exit %d (want %d), inlet got %d lines (want 40, in order: %v); stderr:\n%s", code, tc.code, got.Load(), order.Load(), stderr.String())
 			}
 		})
+	}
+}
+
+// TestShipKafkaUnreachable: `seq 1 10 | inlet ship --brokers 127.0.0.1:1
+// --topic x` exits 1 within its --connect-timeout, with the cause, having
+// said that it retries while it waits. It used to wait for ever, silent.
+// The default bound is 30 s (issue 33); the test sets 2 s.
+func TestShipKafkaUnreachable(t *testing.T) {
+	if d := ship.DefaultConfig().ConnectTimeout; d <= 0 || d > 30*time.Second {
+		t.Fatalf("default --connect-timeout %v, want at most 30 s", d)
+	}
+	var stderr strings.Builder
+	env := Env{Stdin: strings.NewReader(lines(0, 10)), Stdout: io.Discard, Stderr: &stderr, Getenv: noEnv}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	code := Main(ctx, []string{"ship", "--brokers", "127.0.0.1:1", "--topic", "x", "--connect-timeout", "2s"}, env)
+	took := time.Since(start)
+	out := stderr.String()
+	if code != 1 || ctx.Err() != nil || took > 10*time.Second {
+		t.Fatalf("exit %d after %v (want 1 within --connect-timeout 2s); stderr:\n%s", code, took, out)
+	}
+	for _, want := range []string{"kafka does not answer; retrying", "reaching kafka at [127.0.0.1:1]", "connection refused", "--connect-timeout 2s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -22,7 +22,18 @@ var (
 // versionString is what `inlet version` prints.
 func versionString() string {
 	bi, _ := debug.ReadBuildInfo()
-	return formatVersion(Version, Commit, bi, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH)
+	_, commit, _ := buildVersion(Version, Commit, bi)
+	return formatVersion(Version, Commit, bi, runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH) +
+		noCommitHint(commit, commandName() != "inlet")
+}
+
+// noCommitHint explains a missing commit under go run, which (unlike go
+// build in a git checkout) records none unless asked.
+func noCommitHint(commit string, goRun bool) string {
+	if commit != "" || !goRun {
+		return ""
+	}
+	return "; go run records no commit: go run -buildvcs=true ./cmd/inlet version, go build or make build do"
 }
 
 // formatVersion says which inlet this is: "inlet VERSION (commit REVISION[,
@@ -33,6 +44,23 @@ func versionString() string {
 // and vcs.modified settings (go build in a checkout, unless -buildvcs=false).
 // "dev" and no commit when neither knows.
 func formatVersion(version, commit string, bi *debug.BuildInfo, goVersion, platform string) string {
+	version, commit, modified := buildVersion(version, commit, bi)
+	var b strings.Builder
+	fmt.Fprintf(&b, "inlet %s (", version)
+	if commit != "" {
+		fmt.Fprintf(&b, "commit %s", commit)
+		if modified {
+			b.WriteString(", modified")
+		}
+		b.WriteString("; ")
+	}
+	fmt.Fprintf(&b, "%s %s)", goVersion, platform)
+	return b.String()
+}
+
+// buildVersion is the version, commit and whether the tree was modified,
+// from the linker's values or else bi (formatVersion).
+func buildVersion(version, commit string, bi *debug.BuildInfo) (string, string, bool) {
 	modified := false
 	if version != "" {
 		modified = strings.HasSuffix(version, "-dirty")
@@ -54,15 +82,21 @@ func formatVersion(version, commit string, bi *debug.BuildInfo, goVersion, platf
 	if version == "" {
 		version = "dev"
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "inlet %s (", version)
-	if commit != "" {
-		fmt.Fprintf(&b, "commit %s", commit)
-		if modified {
-			b.WriteString(", modified")
-		}
-		b.WriteString("; ")
+	return version, commit, modified
+}
+
+// shortVersion is the version GET / shows: "v1.2.0 (commit 9828860deddf)".
+func shortVersion() string {
+	bi, _ := debug.ReadBuildInfo()
+	version, commit, modified := buildVersion(Version, Commit, bi)
+	if commit == "" {
+		return version
 	}
-	fmt.Fprintf(&b, "%s %s)", goVersion, platform)
-	return b.String()
+	if len(commit) > 12 {
+		commit = commit[:12]
+	}
+	if modified && !strings.HasSuffix(version, "-dirty") {
+		commit += ", modified"
+	}
+	return fmt.Sprintf("%s (commit %s)", version, commit)
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -41,5 +42,16 @@ func TestFormatVersion(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestNoCommitHint: under go run, which records no commit, inlet version
+// says how to get one; built otherwise, or with a commit, nothing is added.
+func TestNoCommitHint(t *testing.T) {
+	if h := noCommitHint("", true); !strings.Contains(h, "go run -buildvcs=true") {
+		t.Errorf("go run without a commit: %q", h)
+	}
+	if noCommitHint("abc", true) != "" || noCommitHint("", false) != "" {
+		t.Error("a hint where the commit is known, or not under go run")
 	}
 }

@@ -56,8 +56,12 @@ func planErr(err error) string {
 	case errors.As(err, &se):
 		ptr = se.JSONPointer
 		msg = se.Error()
-		if errors.Is(err, json.ErrUnknownName) {
+		switch {
+		case errors.Is(err, json.ErrUnknownName):
 			msg = "unknown field " + strconv.Quote(ptr.LastToken()) + " (the fields are group, name, code, display_name, status, schema; names are case-sensitive)"
+		case se.GoType != nil:
+			// Not the Go type: what a plan's author wrote and should write.
+			msg = wrongKind(ptr, se)
 		}
 	case errors.As(err, &sy):
 		ptr = sy.JSONPointer
@@ -78,6 +82,45 @@ func planErr(err error) string {
 		}
 	}
 	return msg
+}
+
+// wrongKind says, in a plan's terms, that the value at ptr is not of the
+// kind the plan wants there: `field "code" is a JSON string, want a whole
+// number`, rather than the decoder's Go type.
+func wrongKind(ptr jsontext.Pointer, se *json.SemanticError) string {
+	got := "this value"
+	switch se.JSONKind {
+	case '{':
+		got = "an object"
+	case '[':
+		got = "an array"
+	case '"':
+		got = "a string"
+	case '0':
+		got = "the number " + string(se.JSONValue)
+		if len(se.JSONValue) == 0 {
+			got = "a number"
+		}
+	case 't', 'f':
+		got = "a boolean"
+	case 'n':
+		got = "null"
+	}
+	toks := strings.Split(strings.TrimPrefix(string(ptr), "/"), "/")
+	switch {
+	case ptr == "":
+		return "the plan is " + got + `, want an object: {"events":[{"group":"shop","name":"purchase"}]}`
+	case len(toks) == 1 && toks[0] == "events":
+		return `field "events" is ` + got + `, want an array of events: [{"group":"shop","name":"purchase"}]`
+	case len(toks) == 2:
+		return "the event is " + got + `, want an object: {"group":"shop","name":"purchase"}`
+	}
+	field := ptr.LastToken()
+	want := "a string"
+	if field == "code" {
+		want = "a whole number"
+	}
+	return "field " + strconv.Quote(field) + " is " + got + ", want " + want
 }
 
 // Import reads a tracking plan (strictly; see Plan) and upserts each of

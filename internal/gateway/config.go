@@ -88,6 +88,9 @@ type Config struct {
 	ReplyTopic     string // default inlet.replies.<instance>
 	ReplyChannel   string // default inlet:replies:<instance>
 	InstanceID     string // default <hostname>-<port>
+	// Version is inlet's version, shown by GET / with the operators'
+	// endpoints (set by inlet serve; not a flag).
+	Version string
 
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration // the whole request, body included

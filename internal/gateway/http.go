@@ -28,6 +28,7 @@ import (
 // /debug/pprof/cmdline is left out: it shows the command line, with any
 // secret given there as a flag (--kafka-sasl-password).
 func (g *Gateway) routes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", g.serveRoot)
 	mux.HandleFunc("GET /healthz", g.serveHealth)
 	mux.HandleFunc("GET /readyz", g.serveReady)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
@@ -127,11 +128,13 @@ func publicView(mux *http.ServeMux) http.Handler {
 	})
 }
 
-// opsView is mux with only the operators' endpoints and the probes
-// (/healthz, /readyz, which both listeners serve); 404 for the rest.
+// opsView is mux with only the operators' endpoints, the probes
+// (/healthz, /readyz, which both listeners serve) and GET /; 404 for the rest.
 func opsView(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !opsPath(r.URL.Path) && !unlimited[r.URL.Path] {
+		if r.URL.Path == "/" {
+			r = withOps(r) // GET / lists this listener's endpoints
+		} else if !opsPath(r.URL.Path) && !unlimited[r.URL.Path] {
 			http.NotFound(w, r)
 			return
 		}

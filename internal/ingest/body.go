@@ -76,6 +76,12 @@ func format(r *http.Request, single bool) (event.Format, *httpError) {
 		}
 		return event.FormatNDJSON, nil
 	}
+	if mt == "application/x-www-form-urlencoded" {
+		// Not read as JSON: a form's fields are not an event. The usual
+		// sender is curl -d without -H.
+		return 0, errorf(http.StatusUnsupportedMediaType,
+			"Content-Type %s (what curl -d sends unless told otherwise) is not supported: send application/json (curl -H 'Content-Type: application/json'), application/x-ndjson or text/plain", mt)
+	}
 	return 0, errorf(http.StatusUnsupportedMediaType,
 		"Content-Type %s is not supported: send application/json, application/x-ndjson or text/plain", clip(mt))
 }

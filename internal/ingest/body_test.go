@@ -178,7 +178,7 @@ func TestBadInput(t *testing.T) {
 		{name: "identity then gzip on two lines", body: testkit.Gzip(t, five), headers: append(json, "Content-Encoding", "identity", "Content-Encoding", "gzip"), status: 415, msg: `Content-Encoding "identity, gzip" is not supported`, offset: none},
 		{name: "unknown encoding", body: []byte(`[{"event":"a"}]`), headers: append(json, "Content-Encoding", "br"), status: 415, msg: `Content-Encoding "br" is not supported`, offset: none},
 		{name: "wrong content type", body: []byte(`[{"event":"a"}]`), headers: []string{"Content-Type", "text/csv"}, status: 415, msg: "text/csv is not supported", offset: none},
-		{name: "form content type", body: []byte(`[{"event":"a"}]`), headers: []string{"Content-Type", "application/x-www-form-urlencoded"}, status: 415, msg: "not supported", offset: none},
+		{name: "form content type", body: []byte(`[{"event":"a"}]`), headers: []string{"Content-Type", "application/x-www-form-urlencoded"}, status: 415, msg: "(what curl -d sends unless told otherwise) is not supported: send application/json (curl -H 'Content-Type: application/json')", offset: none},
 		{name: "bad content type", body: []byte(`[{"event":"a"}]`), headers: []string{"Content-Type", "a/b; ==="}, status: 415, msg: "cannot be parsed", offset: none},
 		{name: "wrong method", method: "GET", status: 405, msg: "method GET is not allowed on /v1/batch; use POST", offset: none, allow: "POST, OPTIONS"},
 		{name: "wrong method track", method: "PUT", path: "/v1/track", body: []byte(`{"event":"a"}`), headers: json, status: 405, msg: "use POST", offset: none, allow: "POST, OPTIONS"},

@@ -4,10 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/inlet-dev/inlet/internal/ratelog"
 )
 
 // Metrics are the producer's Prometheus metrics. They also serve as kgo hooks.
@@ -108,20 +111,39 @@ func (m *Metrics) OnProduceRecordUnbuffered(r *kgo.Record, err error) {
 }
 
 // Logger adapts log to kgo.Logger for the franz-go clients of every package.
-func Logger(log *slog.Logger) kgo.Logger { return kgoLogger{log} }
+// franz-go's warnings and errors are logged once per LogInterval for each
+// of its messages, with the count of those suppressed ("repeated"): an
+// unreachable broker is retried four times a second, each a WARN.
+func Logger(log *slog.Logger) kgo.Logger {
+	return &kgoLogger{l: log, interval: LogInterval}
+}
+
+// LogInterval is how often a client's repeated warning or error (the same
+// franz-go message) is logged at most.
+const LogInterval = 10 * time.Second
 
 // kgoLogger adapts slog to kgo.Logger, keeping kgo's chatter at debug and
-// its warnings and errors at their level.
-type kgoLogger struct{ l *slog.Logger }
+// its warnings and errors at their level, each message through a
+// ratelog.Limiter of its own.
+type kgoLogger struct {
+	l        *slog.Logger
+	interval time.Duration
+	limiters sync.Map // slog.Level and message -> *ratelog.Limiter
+}
 
-func (k kgoLogger) Level() kgo.LogLevel {
+type limitKey struct {
+	level slog.Level
+	msg   string
+}
+
+func (k *kgoLogger) Level() kgo.LogLevel {
 	if k.l.Enabled(context.Background(), slog.LevelDebug) {
 		return kgo.LogLevelDebug
 	}
 	return kgo.LogLevelWarn
 }
 
-func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+func (k *kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	var l slog.Level
 	switch level {
 	case kgo.LogLevelError:
@@ -133,5 +155,15 @@ func (k kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	default:
 		l = slog.LevelDebug
 	}
-	k.l.Log(context.Background(), l, "kafka: "+msg, keyvals...)
+	if l < slog.LevelWarn {
+		k.l.Log(context.Background(), l, "kafka: "+msg, keyvals...)
+		return
+	}
+	// franz-go's messages are constant strings: a bounded set of limiters.
+	key := limitKey{l, msg}
+	lim, ok := k.limiters.Load(key)
+	if !ok {
+		lim, _ = k.limiters.LoadOrStore(key, ratelog.New(k.l, l, "kafka: "+msg, k.interval))
+	}
+	lim.(*ratelog.Limiter).Log(keyvals...)
 }

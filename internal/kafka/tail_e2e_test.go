@@ -1,15 +1,19 @@
 package kafka_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/inlet-dev/inlet/internal/gateway/gatewaytest"
 	"github.com/inlet-dev/inlet/internal/kafka"
@@ -79,5 +83,71 @@ func TestTailAndKcat(t *testing.T) {
 	}
 	if len(names) != 5 {
 		t.Errorf("kcat saw events %v, want e1..e5", names)
+	}
+}
+
+// TestTailLastN: `inlet tail -n 3` prints the last 3 records of the topic
+// (of all its partitions, oldest first) and exits, as tail -n does (it
+// used to wait for 3 new ones); with -f it then prints new records.
+func TestTailLastN(t *testing.T) {
+	brokers := testkit.Brokers(t)
+	topic := testkit.Unique(t, "tail-last-")
+	testkit.CreateTopic(t, brokers, topic, 3, nil)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			// One at a time, each later than the last: the order to print.
+			r := &kgo.Record{Topic: topic, Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprintf(`{"n":%d}`, i)), Timestamp: time.Unix(1_700_000_000+int64(i), 0)}
+			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	produce(0, 10)
+	values := func(out string) []string {
+		var vs []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var r struct{ Value json.RawMessage }
+			if l != "" && json.Unmarshal([]byte(l), &r) == nil {
+				vs = append(vs, string(r.Value))
+			}
+		}
+		return vs
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := kafka.Tail(ctx, kafka.TailConfig{Brokers: brokers, Topic: topic, From: "end", N: 3, Format: "json"}, &out, nil); err != nil || ctx.Err() != nil {
+		t.Fatalf("tail -n 3: %v (context: %v)", err, ctx.Err())
+	}
+	if got := fmt.Sprint(values(out.String())); got != `[{"n":7} {"n":8} {"n":9}]` {
+		t.Fatalf("tail -n 3 printed %s, want the last three, oldest first", got)
+	}
+
+	// -f: the last 2, then what arrives.
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	fctx, stop := context.WithCancel(ctx)
+	go func() {
+		done <- kafka.Tail(fctx, kafka.TailConfig{Brokers: brokers, Topic: topic, From: "end", N: 2, Follow: true, Format: "json"}, pw, nil)
+		pw.Close()
+	}()
+	lines := bufio.NewScanner(pr)
+	var got []string
+	for len(got) < 3 && lines.Scan() {
+		got = append(got, values(lines.Text())...)
+		if len(got) == 2 {
+			produce(10, 11)
+		}
+	}
+	stop()
+	go io.Copy(io.Discard, pr)
+	if err := <-done; err != nil || fmt.Sprint(got) != `[{"n":8} {"n":9} {"n":10}]` {
+		t.Fatalf("tail -n 2 -f printed %v (%v), want the last two, then the new one", got, err)
 	}
 }

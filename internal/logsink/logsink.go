@@ -443,6 +443,15 @@ func (b *kafkaBatch) promise(_ *kgo.Record, err error) {
 	b.done(res)
 }
 
+// Ping asks the brokers for metadata: nil once one answers (with the
+// client's TLS and SASL). A fake Producer without Ping answers nil.
+func (s *KafkaSink) Ping(ctx context.Context) error {
+	if p, ok := s.p.(interface{ Ping(context.Context) error }); ok {
+		return p.Ping(ctx)
+	}
+	return nil
+}
+
 // Close waits for what is in flight, within ctx, and closes the client.
 func (s *KafkaSink) Close(ctx context.Context) error {
 	err := s.p.Flush(ctx)

@@ -471,7 +471,8 @@ func (h *Handler) wait(w http.ResponseWriter, gone <-chan struct{}, c *call) int
 		}
 		return h.answer(w, rep)
 	case <-timer.C:
-		return h.fail(w, http.StatusGatewayTimeout, "no reply from service %q within %v", c.service, c.timeout)
+		// The usual cause while setting up: no worker reads the topic.
+		return h.fail(w, http.StatusGatewayTimeout, "no reply from service %q within %v: is a worker for it running and reading topic %s? (inlet worker --service %s --brokers HOST:PORT)", c.service, c.timeout, h.cfg.TopicPrefix+c.service, c.service)
 	case <-gone:
 		return 499 // the client went away; nobody to answer
 	}

@@ -347,7 +347,7 @@ func TestHandlerRejects(t *testing.T) {
 		{name: "kafka fails the record", edit: func(f *fixture) { f.producer.fail = errors.New("not leader") },
 			req: post("billing", "x"), want: 503, wantMsg: "request not sent to kafka: not leader", produced: true},
 		{name: "no reply", edit: func(f *fixture) { f.producer.worker = nil },
-			req: post("slow", "x", "Inlet-Timeout", "30ms"), want: 504, wantMsg: `no reply from service "slow" within 30ms`, produced: true},
+			req: post("slow", "x", "Inlet-Timeout", "30ms"), want: 504, wantMsg: `no reply from service "slow" within 30ms: is a worker for it running and reading topic rpc.slow? (inlet worker --service slow`, produced: true},
 		{name: "worker failed", edit: func(f *fixture) {
 			f.producer.worker = func(Request) (Reply, bool) { return Reply{Status: 502, Err: "database unreachable"}, true }
 		}, req: post("billing", "x"), want: 502, wantMsg: "the worker failed: database unreachable", produced: true},

@@ -121,3 +121,23 @@ func TestShipLineJustUnderTheLimit(t *testing.T) {
 		t.Fatalf("ship: %v; want all delivered, or only the large line rejected", err)
 	}
 }
+
+// TestShipKafkaKey: straight to Kafka, --key is the records' key (as
+// inlet makes the anon_id the key), so one key keeps one partition;
+// without --key the records have none and go to partition 0.
+func TestShipKafkaKey(t *testing.T) {
+	brokers := testkit.Brokers(t)
+	for _, key := range []string{"web-7", ""} {
+		topic := testkit.Unique(t, "ship-key-")
+		testkit.CreateTopic(t, brokers, topic, 3, nil)
+		cfg := testConfig(func(c *Config) { c.Brokers, c.Topic, c.Key, c.StopTimeout = brokers, topic, key, time.Second })
+		if err := Run(context.Background(), cfg, strings.NewReader(lines(0, 5)), testkit.Logger(t)); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range testkit.ConsumeN(t, brokers, topic, 5, 0) {
+			if string(r.Key) != key || key == "" && r.Partition != 0 {
+				t.Fatalf("--key %q: record key %q, partition %d; want key %q (partition 0 without one)", key, r.Key, r.Partition, key)
+			}
+		}
+	}
+}

@@ -35,7 +35,9 @@ type Config struct {
 	Format  string // raw, json or logfmt
 	Event   string // the events' name
 	// Key is the anon_id of every event (inlet keys records by it: one
-	// partition, in order); empty: host:source.
+	// partition, in order); empty: host:source. Straight to Kafka, a Key
+	// given is also the record key (partitioned by it); without one the
+	// records have no key and go to partition 0.
 	Key  string
 	File string // follow this file like tail -F; empty: stdin
 	// Checkpoint is where the position in File is kept (empty: File + ".ship-pos").
@@ -45,7 +47,11 @@ type Config struct {
 	Linger      time.Duration
 	SendTimeout time.Duration
 	StopTimeout time.Duration // on interrupt, how long the last batch may take
-	BearerToken string
+	// ConnectTimeout is how long Run waits at start for Kafka to answer
+	// (without Target), retrying, before it gives up with the cause; 0:
+	// until interrupted (a follower started before Kafka).
+	ConnectTimeout time.Duration
+	BearerToken    string
 	// MaxMessageBytes is the topic's max.message.bytes (without Target;
 	// 0: Kafka's default): a line's event over it is rejected at once.
 	MaxMessageBytes int32
@@ -53,13 +59,15 @@ type Config struct {
 	Security   kafka.Security
 	testSink   relay.Sink[[]byte] // the tests' fault seam: sent to instead of a sink, pipelined
 	testResume func()
+	recordKey  []byte // Key when given (withDefaults), the records' key straight to Kafka
+	defaulted  bool   // withDefaults was applied
 }
 
 // DefaultConfig returns the defaults of `inlet ship`.
 func DefaultConfig() Config {
 	return Config{Brokers: []string{"127.0.0.1:9092"}, Topic: "logs", Format: "raw", Event: "log",
 		Poll: 200 * time.Millisecond, BatchSize: 500, Linger: 50 * time.Millisecond,
-		SendTimeout: 10 * time.Second, StopTimeout: 5 * time.Second}
+		SendTimeout: 10 * time.Second, StopTimeout: 5 * time.Second, ConnectTimeout: 30 * time.Second}
 }
 
 // Validate reports the first invalid setting.
@@ -77,6 +85,8 @@ func (c Config) Validate() error {
 		return errors.New("ship: --batch-size must be in 1..500 (inlet's --max-events)")
 	case c.Poll <= 0 || c.SendTimeout <= 0 || c.StopTimeout <= 0 || c.Linger < 0:
 		return errors.New("ship: --poll, --send-timeout and --stop-timeout must be positive")
+	case c.ConnectTimeout < 0:
+		return errors.New("ship: --connect-timeout must be positive, or 0 to wait for Kafka until interrupted")
 	case c.Target != "" && (c.Security.TLSEnabled() || c.Security.SASL != ""):
 		return errors.New("ship: --kafka-tls and --kafka-sasl go with --brokers, not --target (use an https:// target for TLS to inlet)")
 	}
@@ -86,9 +96,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// withDefaults fills in Key and Checkpoint when empty.
+// withDefaults fills in Key and Checkpoint when empty (once: a second
+// call changes nothing).
 func (c Config) withDefaults() Config {
-	if c.Key == "" {
+	if c.defaulted {
+		return c
+	}
+	c.defaulted = true
+	if c.Key != "" {
+		c.recordKey = []byte(c.Key)
+	} else {
 		host, _ := os.Hostname()
 		c.Key = host + ":" + c.source()
 	}
@@ -130,7 +147,7 @@ func (c Config) sink(log *slog.Logger) (logsink.Sink, relay.Sink[[]byte], relay.
 	default:
 		var sec []kgo.Opt
 		if sec, err = c.Security.Opts(log); err == nil {
-			s, err = logsink.NewKafkaSink(logsink.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic,
+			s, err = logsink.NewKafkaSink(logsink.KafkaConfig{Brokers: c.Brokers, Topic: c.Topic, Key: c.recordKey,
 				MaxMessageBytes: c.MaxMessageBytes, Opts: sec})
 		}
 	}
@@ -178,6 +195,22 @@ func Run(ctx context.Context, cfg Config, stdin io.Reader, log *slog.Logger) err
 			defer cancel()
 			s.Close(cctx)
 		}()
+	}
+	if k, ok := s.(*logsink.KafkaSink); ok {
+		// franz-go would wait for ever for an unreachable Kafka, with
+		// nothing said: fail within ConnectTimeout, with the cause, as
+		// tail, worker and verify do (they try once).
+		err := kafka.Reach(ctx, k.Ping, cfg.ConnectTimeout, func(attempt int, err error, left time.Duration) {
+			log.Warn("ship: kafka does not answer; retrying", "brokers", cfg.Brokers, "attempt", attempt,
+				"giving_up_in", left, "err", cfg.Security.DescribeConnError(err))
+		})
+		if err != nil && ctx.Err() != nil {
+			return fmt.Errorf("ship: interrupted while waiting for kafka at %v to answer; no line was read or sent", cfg.Brokers)
+		}
+		if err != nil {
+			return fmt.Errorf("ship: reaching kafka at %v: %w (gave up after --connect-timeout %v; no line was read or sent)",
+				cfg.Brokers, cfg.Security.ConnErr(err), cfg.ConnectTimeout)
+		}
 	}
 	enc := newLineEncoder(cfg)
 	src := &source{lines: make(chan record, 4*cfg.BatchSize), stop: make(chan struct{}),

@@ -199,11 +199,17 @@ type statsJSON struct {
 	Viewers int32       `json:"viewers"`
 	Max     int         `json:"max_viewers"`
 	State   any         `json:"state,omitempty"`
+	// Example and Auth tell the page what its own hints may show: the
+	// link to /example/ only when it is served, and the curl to send one
+	// with a placeholder for credentials when ingest needs them.
+	Example bool `json:"example"`
+	Auth    bool `json:"auth"`
 }
 
 func (s *stream) appendStats(buf []byte) []byte {
 	names, since := s.src.Live.Stats()
-	st := statsJSON{Since: since.UnixMilli(), Names: names, Viewers: s.src.Live.viewers.Load(), Max: s.cfg.MaxViewers}
+	st := statsJSON{Since: since.UnixMilli(), Names: names, Viewers: s.src.Live.viewers.Load(), Max: s.cfg.MaxViewers,
+		Example: s.cfg.Example, Auth: s.src.Authorize != nil}
 	if s.src.State != nil {
 		st.State = s.src.State()
 	}

@@ -392,3 +392,36 @@ func TestStreamEndsWhenNoLongerAllowed(t *testing.T) {
 		t.Fatal("the stream did not end within 5 s of its caller losing its right to watch")
 	}
 }
+
+// TestPageHintsFollowConfig: the stats tell the live page whether to show
+// its link to /example/ (served with --example only: it was a 404 link)
+// and the credentials placeholder of its curl (with --auth); the page
+// hides both until told.
+func TestPageHintsFollowConfig(t *testing.T) {
+	for _, tc := range []struct {
+		example, auth bool
+	}{{false, false}, {true, true}} {
+		cfg := DefaultConfig()
+		cfg.Example = tc.example
+		src := Source{}
+		if tc.auth {
+			src.Authorize = func(http.ResponseWriter, *http.Request) bool { return true }
+		}
+		srv := newServer(t, cfg, src)
+		s, _ := openStream(t, srv.URL+"/ui/stream")
+		var st statsJSON
+		if err := json.Unmarshal([]byte(s.nextOf(t, "stats")), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Example != tc.example || st.Auth != tc.auth {
+			t.Errorf("--example %v, --auth %v: stats say example %v, auth %v", tc.example, tc.auth, st.Example, st.Auth)
+		}
+		s.body.Close()
+	}
+	_, page := get(t, newServer(t, DefaultConfig(), Source{}).URL+"/ui/")
+	for _, want := range []string{`<span id="try-example" hidden>open <a href="/example/">`, `<span id="send-auth" hidden>`, `curl -H 'Content-Type: application/json' `} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the live page lacks %s", want)
+		}
+	}
+}

@@ -364,3 +364,39 @@ test("the live page shows a click within 1 s, with its JSON (screenshot in web/t
   if (process.env.INLET_UPDATE_SCREENSHOT === "1") copyFileSync(join(results, "live.png"), join(root, "docs/live.png"));
   await ctx.close();
 });
+
+/** contrast is the WCAG contrast ratio of two CSS rgb() colours. */
+function contrast(a, b) {
+  const lum = (c) => {
+    const [r, g, bl] = c.match(/\d+(\.\d+)?/g).slice(0, 3).map((v) => {
+      const s = Number(v) / 255;
+      return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * bl;
+  };
+  const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
+
+test("the live page at 390 px wide: nothing wider than the screen, its link readable, its hints as served", { skip }, async () => {
+  const ctx = await browser.newContext({ viewport: { width: 390, height: 844 } });
+  const live = await ctx.newPage();
+  await live.goto(gw.url + "/ui/");
+  await live.waitForSelector("#st-ready.ok", { timeout: 10000 });
+  const m = await live.evaluate(() => ({
+    width: document.documentElement.scrollWidth,
+    cols: [...document.querySelectorAll("main .col")].map((c) => Math.round(c.getBoundingClientRect().width)),
+    example: !document.getElementById("try-example").hidden, // the gateway runs with --example
+    auth: !document.getElementById("send-auth").hidden,
+    link: getComputedStyle(document.querySelector("#try-example a")).color,
+    bg: getComputedStyle(document.body).backgroundColor,
+  }));
+  assert.ok(m.width <= 390, `the page is ${m.width} px wide at 390 px`);
+  // One column: events, then rejections, each the screen's width (side by side they were 200 and 130 px).
+  assert.ok(m.cols.every((w) => w >= 340), `columns ${m.cols.join(", ")} px wide at 390 px, want one column`);
+  assert.ok(m.example && !m.auth, `example link shown ${m.example} (want true), credentials shown ${m.auth} (want false)`);
+  const c = contrast(m.link, m.bg);
+  assert.ok(c >= 4.5, `the link ${m.link} on ${m.bg}: contrast ${c.toFixed(2)}, want 4.5 at least (WCAG AA)`);
+  await live.screenshot({ path: join(results, "live-390.png") });
+  await ctx.close();
+});

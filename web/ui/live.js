@@ -75,6 +75,8 @@
   function setPill(id, cls, text) { var p = $(id); p.className = "pill " + cls; p.textContent = text; p.hidden = false; }
 
   function stats(st) {
+    $("try-example").hidden = !st.example; // /example/ is served with serve --example only
+    $("send-auth").hidden = !st.auth; // with --auth, ingest needs a client's credentials
     var s = st.state;
     if (s) {
       setPill("st-ready", s.ready ? "ok" : "bad", s.ready ? "ready" : "not ready: " + (s.error || ""));
