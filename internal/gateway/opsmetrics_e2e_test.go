@@ -28,7 +28,7 @@ var (
 // TestOpsMetricsExist: every metric the alerting rules and the Grafana
 // dashboard read is served on /metrics by a gateway started with what
 // registers every metric an operator watches (the development broker,
-// --ack spool, request-reply, client credentials with a rate), after the
+// --ack spool, request-reply, client credentials with a rate, a routes file), after the
 // requests that create the labelled series (a 2xx, a 429 over a client's
 // rate, a request-reply call). A metric renamed in the code and not in
 // deploy/ (or the reverse) fails it; so does a recording rule read but not
@@ -47,6 +47,11 @@ func TestOpsMetricsExist(t *testing.T) {
 	cfg.RPC.Services = []string{"echo"}
 	cfg.Auth.HTTP = true
 	cfg.Auth.ClientsFile = filepath.Join(t.TempDir(), "clients.json")
+	// A routes file: the routing row's metrics.
+	cfg.Ingest.Routes = filepath.Join(t.TempDir(), "routes.yaml")
+	if err := os.WriteFile(cfg.Ingest.Routes, []byte("rules:\n  - {name: bots, match: {event: \"bot_*\"}, action: drop}\nroutes:\n  - {name: shop, match: {group: shop}, topic: shop.events}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// shop may send one event, then is over its rate for 1000 s; app has no
 	// rate.
 	secret, err := auth.AddClient(cfg.Auth.ClientsFile, auth.Client{ID: "shop", Rate: 0.001, Burst: 1})
