@@ -484,7 +484,7 @@ func appendGroupCode(out []byte, group string, code int64) []byte {
 // shares, as Event's encoding has it: received_at, ip, ua, client.
 func appendMeta(dst []byte, m Meta) []byte {
 	dst = append(dst, `,"received_at":"`...)
-	dst = m.ReceivedAt.UTC().AppendFormat(dst, TimeLayout)
+	dst = AppendTime(dst, m.ReceivedAt)
 	dst = append(dst, '"')
 	if m.IP != "" {
 		dst = append(dst, `,"ip":`...)

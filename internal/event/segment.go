@@ -477,7 +477,7 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 	// The type: as sent, else the path's.
 	t := typ
 	if tv := vals[sType]; tv.kind == '"' {
-		t = string(unquote(tv.raw))
+		t = segmentType(unquote(tv.raw))
 		if typ != "" && t != typ {
 			return dst, f, invalid(ReasonBadField, "\"type\" %s sent to the %s call; send it to /v1/%s or /v1/batch", Quote(t), typ, t)
 		}
@@ -493,9 +493,15 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 		}
 		return ""
 	}
+	// empty reports whether fl is absent, not a string, or "": str without
+	// its copy.
+	empty := func(fl segField) bool {
+		v := vals[fl]
+		return v.kind != '"' || len(v.raw) <= 2
+	}
 	switch t {
 	case "track":
-		if str(sEvent) == "" {
+		if empty(sEvent) {
 			return dst, f, invalid(ReasonMissingEvent, "a track needs \"event\": a non-empty string naming the event")
 		}
 		if e := checkNameChars("event", stringChars(vals[sEvent].raw)); e != nil {
@@ -503,7 +509,7 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 		}
 	case "identify", "page", "screen", "group", "alias":
 		name := t
-		if (t == "page" || t == "screen") && str(sName) != "" {
+		if (t == "page" || t == "screen") && !empty(sName) {
 			name = t + ":" + str(sName)
 		}
 		if e := checkNameChars("name", len([]rune(name))-len(t)-1); len(name) > len(t) && e != nil {
@@ -515,12 +521,12 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 	}
 	switch {
 	case t == "alias":
-		if str(sUserID) == "" || str(sPreviousID) == "" {
+		if empty(sUserID) || empty(sPreviousID) {
 			return dst, f, invalid(ReasonMissingField, "an alias needs \"userId\" and \"previousId\", non-empty strings")
 		}
-	case t == "identify" && str(sUserID) == "" && str(sAnonID) == "":
+	case t == "identify" && empty(sUserID) && empty(sAnonID):
 		return dst, f, invalid(ReasonMissingField, "an identify needs \"userId\" or \"anonymousId\", a non-empty string")
-	case t == "group" && str(sGroupID) == "":
+	case t == "group" && empty(sGroupID):
 		return dst, f, invalid(ReasonMissingField, "a group needs \"groupId\", a non-empty string")
 	}
 	if id := vals[sMessageID]; id.kind == '"' {
@@ -571,6 +577,26 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 }
 
 // unquote is a valid JSON string's value.
+// segmentType is the type t names: one of the spec's as a constant (no
+// copy per message), else t copied.
+func segmentType(t []byte) string {
+	switch string(t) {
+	case "track":
+		return "track"
+	case "identify":
+		return "identify"
+	case "page":
+		return "page"
+	case "screen":
+		return "screen"
+	case "group":
+		return "group"
+	case "alias":
+		return "alias"
+	}
+	return string(t)
+}
+
 func unquote(q []byte) []byte {
 	if c := quoted(q); !hasEscape(c) {
 		return c
@@ -587,7 +613,7 @@ func appendSegmentTail(out, tail []byte, ts int64, extra []byte, group string, c
 	out = append(out, `,"`+SegmentField+`":{`...)
 	out = append(out, tail[1:]...)
 	out = append(out, `,"timestamp":"`...)
-	out = time.Unix(0, ts).UTC().AppendFormat(out, TimeLayout)
+	out = AppendTime(out, time.Unix(0, ts))
 	out = append(out, '"')
 	out = append(out, extra...)
 	out = appendGroupCode(out, group, code)

@@ -128,3 +128,33 @@ func (c *staticCatalog) Resolve(_ context.Context, keys []catalog.Key, out []cat
 	}
 }
 func (c *staticCatalog) Check(*catalog.Entry, []byte) []catalog.Violation { return nil }
+
+// BenchmarkIngestShapes is 20 events of about 200 bytes a request as
+// inlet's own batch and as a Segment batch (track messages in a
+// {"batch":[...]} wrapper), as `inlet bench http --shape` sends them.
+func BenchmarkIngestShapes(b *testing.B) {
+	body := func(segment bool) []byte {
+		head, mid, tail := `{"event":"bench","id":"run-`, `","props":{"pad":"`, `"}}`
+		var out []byte
+		if segment {
+			head, mid = `{"type":"track","event":"bench","messageId":"run-`, `","anonymousId":"a","properties":{"pad":"`
+			out = append(out, `{"batch":`...)
+		}
+		out = append(out, '[')
+		for i := range 20 {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			e := fmt.Appendf(nil, "%s%d%s", head, i, mid)
+			e = append(e, strings.Repeat("x", max(0, 200-len(e)-len(tail)))...)
+			out = append(append(out, e...), tail...)
+		}
+		out = append(out, ']')
+		if segment {
+			out = append(out, `,"sentAt":"2026-12-05T10:00:00.000Z"}`...)
+		}
+		return out
+	}
+	b.Run("shape=inlet", func(b *testing.B) { benchIngestBody(b, body(false), 20) })
+	b.Run("shape=segment", func(b *testing.B) { benchIngestBody(b, body(true), 20) })
+}
