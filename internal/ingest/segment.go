@@ -66,6 +66,18 @@ func (s *Server) registerSegment(mux *http.ServeMux) {
 	}
 }
 
+// writeKeyAuth reports whether r carries its credentials as Segment's
+// SDKs send a write key: HTTP Basic with the key as the user and an empty
+// password. Such a request to a shared path (/v1/batch, /v1/track) is
+// answered in the Segment shape from its first error on (analytics-python
+// and rudder-sdk-python read "code" and "message" of every error), and a
+// Content-Type inlet does not take is read as JSON (rudder-sdk-node sends
+// its JSON as application/x-www-form-urlencoded).
+func writeKeyAuth(r *http.Request) bool {
+	_, pass, ok := r.BasicAuth()
+	return ok && pass == ""
+}
+
 // markSegment has w's errors and answers take the Segment shape.
 func markSegment(w http.ResponseWriter) {
 	if sw, ok := w.(*statusWriter); ok {

@@ -130,7 +130,9 @@ func TestSegmentErrors(t *testing.T) {
 		status           int
 		code, msg        string
 	}{
-		{"wrong key as Basic user", "/v1/batch", `{"batch":[{"type":"track","event":"a"}]}`, []string{"Authorization", segmentBasic("wrong")}, 401, "", "credentials refused"},
+		{"wrong key as Basic user", "/v1/batch", `{"batch":[{"type":"track","event":"a"}]}`, []string{"Authorization", segmentBasic("wrong")}, 401, "invalid_write_key", "credentials refused"},
+		{"wrong key as Basic user, inlet's events", "/v1/batch", `[{"event":"a"}]`, []string{"Authorization", segmentBasic("wrong")}, 401, "invalid_write_key", "credentials refused"},
+		{"a form Content-Type (rudder-sdk-node)", "/v1/batch", `{"batch":[{"type":"track","event":"a","userId":"u","messageId":"form-1"}]}`, []string{"Content-Type", "application/x-www-form-urlencoded", "Authorization", segmentBasic("web-secret-0123456789")}, 200, "", ""},
 		{"wrong key in the body", "/v1/batch", `{"batch":[{"type":"track","event":"a"}],"writeKey":"wrong"}`, nil, 401, "invalid_write_key", "write key refused"},
 		{"wrong key in a message", "/v1/t", `{"type":"track","event":"a","writeKey":"wrong"}`, nil, 401, "invalid_write_key", "write key refused"},
 		{"no key", "/v1/identify", `{"userId":"u"}`, nil, 401, "invalid_write_key", "no Authorization header"},

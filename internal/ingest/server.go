@@ -114,6 +114,9 @@ type statusWriter struct {
 	// segment: the request is a Segment call; errors are answered in the
 	// shape its SDKs read (writeError).
 	segment bool
+	// segmentErrors: the request sent a write key (writeKeyAuth); its
+	// errors are answered in that shape, which holds inlet's too.
+	segmentErrors bool
 }
 
 // Unwrap returns the wrapped ResponseWriter.
@@ -262,6 +265,9 @@ func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) { s.serveEve
 func (s *Server) serveTrack(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, callTrack) }
 
 func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, c *call) {
+	if sw, ok := w.(*statusWriter); ok && writeKeyAuth(r) {
+		sw.segmentErrors = true // a Segment SDK's request: its errors in the Segment shape
+	}
 	f, p, deferred, herr := s.precheck(r, c)
 	if herr != nil {
 		s.writeError(w, herr)
@@ -337,6 +343,12 @@ func (s *Server) checkHeader(r *http.Request, single bool) (event.Format, auth.P
 		return 0, p, herr
 	}
 	f, herr := format(r, single)
+	if herr != nil && herr.status == http.StatusUnsupportedMediaType && writeKeyAuth(r) {
+		f, herr = event.FormatJSON, nil // a Segment SDK's body is JSON whatever it says
+		if single {
+			f = event.FormatSingle
+		}
+	}
 	if herr != nil {
 		return 0, p, herr
 	}
@@ -592,7 +604,7 @@ type errorBody struct {
 // and WWW-Authenticate with a 401.
 func (s *Server) writeError(w http.ResponseWriter, e *httpError) {
 	s.errorHeaders(w.Header(), e)
-	if isSegment(w) {
+	if sw, ok := w.(*statusWriter); ok && (sw.segment || sw.segmentErrors) {
 		writeSegmentError(w, e)
 		return
 	}
