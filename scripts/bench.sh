@@ -26,9 +26,15 @@
 # Environment: ROUNDS=3 DURATION=20s WARMUP=5s OPEN_DURATION=15s CONNS=100
 #   EVENTS=5 EVENT_BYTES=100 FIXED_RATE=2000 PROFILE_SECONDS=10 KAFKA_WARMUP=15s
 #   SERVERS="noop none kafka spool" (a subset, in this order); each inlet
-#     server is MODE[-nethttp][-routes][-base]: --ack MODE; -routes adds
-#     --routes bench/routes-20.yaml (20 rules and routes that no event of
-#     the load matches: each is checked against all); -base runs inlet built
+#     server is MODE[-nethttp][-routes|-segment|-privacy][-base]: --ack MODE;
+#     -routes adds --routes bench/routes-20.yaml (20 rules and routes that
+#     no event of the load matches: each is checked against all); -segment
+#     sends the same events as Segment batches (inlet bench http --shape
+#     segment); -privacy turns every privacy and enrichment stage on
+#     (--parse-ua, --geoip-db of a million networks written by mkcitydb,
+#     the load's X-Forwarded-For in it, --ip-policy truncate, a route with
+#     3 redaction rules, one of which hashes each event's props.pad);
+#     -base runs inlet built
 #     from the commit BASE (BASE=<git revision>), to compare a change with
 #     what it changes in one run; -nethttp adds --http-front nethttp (for
 #     a BASE that still had the fasthttp front)
@@ -99,11 +105,13 @@ label() {
 	mode="${s%%-*}"
 	[[ "$s" == *-nethttp* ]] && extra+=" --http-front nethttp"
 	[[ "$s" == *-routes* ]] && extra+=" --routes bench/routes-20.yaml"
+	[[ "$s" == *-segment* ]] && extra+=", Segment batches"
+	[[ "$s" == *-privacy* ]] && extra+=" --parse-ua --geoip-db (1M networks) --ip-policy truncate, 3 redaction rules"
 	[[ "$s" == *-base ]] && extra+=", at $BASE_REV"
 	echo "inlet --ack $mode$extra"
 }
 for s in "${LIST[@]}"; do
-	[[ "$s" =~ ^(noop|(none|kafka|spool)(-nethttp)?(-routes)?(-base)?)$ ]] || die "no server $s"
+	[[ "$s" =~ ^(noop|(none|kafka|spool)(-nethttp)?(-routes|-segment|-privacy)?(-base)?)$ ]] || die "no server $s"
 	if [[ "$s" == *-base ]] && [ -z "${BASE:-}" ]; then die "$s needs BASE=<git revision>"; fi
 done
 
@@ -115,6 +123,11 @@ fi
 log "building inlet and noop"
 CGO_ENABLED=0 go build -o "$WORK/inlet" ./cmd/inlet
 CGO_ENABLED=0 go build -o "$WORK/noop" ./cmd/noop
+if [[ " ${LIST[*]}" == *-privacy* ]]; then
+	log "writing a city database of a million networks (mkcitydb, about 90 s) and a redaction key"
+	go run ./internal/enrich/enrichtest/mkcitydb -n 1000000 -o "$WORK/city.mmdb" >&2
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$WORK/redact.key"
+fi
 if [ -n "${BASE:-}" ]; then
 	# git archive, not a worktree: nothing of this repository's state changes.
 	BASE_REV="$(git rev-parse --short "$BASE^{commit}")" || die "BASE=$BASE is not a commit"
@@ -178,7 +191,7 @@ load() {
 	snapshot
 	before="$SNAP"
 	taskset -c 1 "$WORK/inlet" bench http --events "$EVENTS" --event-bytes "$EVENT_BYTES" \
-		--json "$OUT/$name.json" --html "$OUT/$name.html" --hdr "$OUT/$name.hgrm" "$@" \
+		--json "$OUT/$name.json" --html "$OUT/$name.html" --hdr "$OUT/$name.hgrm" "${LOADX[@]}" "$@" \
 		>"$OUT/$name.txt" 2>>"$OUT/load.log" || log "$name: the load generator failed; see $OUT/$name.txt"
 	snapshot
 	OTHER[$name]="$(other_cpu "$before" "$SNAP")"
@@ -216,6 +229,7 @@ failed() { jq -r '([.status | to_entries[] | select(.key | startswith("2") | not
 ms() { awk -v v="$1" 'BEGIN { if (v < 10) printf "%.2f ms", v; else if (v < 100) printf "%.1f ms", v; else printf "%.0f ms", v }'; }
 
 # Per run, keyed SERVER/ROUND.
+LOADX=() # the load generator's extra arguments for the server being measured
 declare -A RPS EPS P50 P99 CPU CPUREQ HALF HP50 HP99 FP50 FP99 RSS FAILED OTHER BUF
 port=18580
 for r in $(seq 1 "$ROUNDS"); do
@@ -228,6 +242,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		port=$((port + 1))
 		url="http://127.0.0.1:$port/v1/batch"
 		topic="bench-$s-$r" # a new topic each run
+		LOADX=()
 		if [ "$s" = noop ]; then
 			log "no-op server (core 0)"
 			start_server "noop-$r" "$port" "$WORK/noop" --listen "127.0.0.1:$port"
@@ -236,6 +251,14 @@ for r in $(seq 1 "$ROUNDS"); do
 			[[ "$s" == *-base ]] && bin="$WORK/inlet-base"
 			[[ "$s" == *-nethttp* ]] && extra=(--http-front nethttp)
 			[[ "$s" == *-routes* ]] && extra+=(--routes "$REPO/bench/routes-20.yaml")
+			if [[ "$s" == *-privacy* ]]; then
+				# Every stage on; redaction by a route that sends every event to the run's topic.
+				printf 'routes:\n  - name: all\n    topic: %s\n    redact:\n      - {path: props.pad, action: hash}\n      - {path: props.email, action: drop}\n      - {path: context.ip, action: drop}\n' "$topic" >"$WORK/privacy-$topic.yaml"
+				extra+=(--parse-ua --geoip-db "$WORK/city.mmdb" --trusted-proxies 127.0.0.1/32 --ip-policy truncate
+					--routes "$WORK/privacy-$topic.yaml" --redact-key-file "$WORK/redact.key")
+				LOADX=(--header "X-Forwarded-For: 192.0.2.77" --header "User-Agent: Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36")
+			fi
+			[[ "$s" == *-segment* ]] && LOADX=(--shape segment)
 			log "$(label "$s") (core 0)"
 			start_server "inlet-$s-$r" "$port" "$bin" serve --listen "127.0.0.1:$port" --brokers "$BROKERS" \
 				--ack "${s%%-*}" "${extra[@]}" --topic "$topic" --data-dir "$WORK/data-$s-$r" --log-level warn
