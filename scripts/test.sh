@@ -18,7 +18,7 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 echo "== go mod tidy -diff" >&2
-for mod in . bench/fasthttp deploy/kubecheck; do
+for mod in . bench/fasthttp deploy/kubecheck internal/enrich/testdata/mkuseragents; do
 	if ! (cd "$mod" && go mod tidy -diff) >&2; then
 		echo "test.sh: go.mod or go.sum in $mod is not tidy (the diff above): run 'go mod tidy' there and commit the result" >&2
 		exit 1
@@ -103,6 +103,8 @@ echo "== configuration: docs/configuration.md run as written (scripts/config-che
 scripts/config-check.sh
 echo "== privacy: docs/privacy.md run as written (scripts/privacy-check.sh)" >&2
 scripts/privacy-check.sh
+echo "== enrichment: docs/enrichment.md run as written (scripts/enrich-check.sh)" >&2
+scripts/enrich-check.sh
 
 echo "== web: inlet.js and the browser tests (headless Chromium)" >&2
 if ! command -v npm >/dev/null 2>&1; then

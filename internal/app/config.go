@@ -26,7 +26,7 @@ var serveLayout = &cliflag.Layout{
 			"topic", "dead-letter-topic", "routes", "max-body-bytes", "max-decompressed-bytes", "max-events",
 			"max-event-bytes", "max-inflight-bytes", "produce-timeout", "retry-after"}},
 		{Name: "privacy", Title: "IP policy and redaction", Flags: []string{"ip-policy", "ip-truncate-v4", "ip-truncate-v6", "redact-key-file"}},
-		{Name: "enrich", Title: "Enrichment: geo-IP, User-Agent, bots", Flags: []string{"geoip-db", "parse-ua"}},
+		{Name: "enrich", Title: "Enrichment: geo-IP, User-Agent, bots", Flags: []string{"geoip-db", "geoip-precision", "parse-ua", "ua-cache-size", "bots", "bot-patterns", "bot-topic"}},
 		{Name: "spool", Title: "Ack mode, spool and local state", Flags: []string{"ack", "data-dir"}},
 		{Name: "kafka", Title: "Kafka: producer, TLS and SASL", Flags: []string{
 			"brokers", "client-id", "compression", "linger", "delivery-timeout",

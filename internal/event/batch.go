@@ -481,7 +481,8 @@ func appendGroupCode(out []byte, group string, code int64) []byte {
 }
 
 // appendMeta appends the enrichment of m that every event of a request
-// shares, as Event's encoding has it: received_at, ip, ua, client.
+// shares, as Event's encoding has it: received_at, ip, ua, client, and
+// the enrichment's members (m.Enriched) as they are.
 func appendMeta(dst []byte, m Meta) []byte {
 	dst = append(dst, `,"received_at":"`...)
 	dst = AppendTime(dst, m.ReceivedAt)
@@ -498,7 +499,7 @@ func appendMeta(dst []byte, m Meta) []byte {
 		dst = append(dst, `,"client":`...)
 		dst, _ = jsontext.AppendQuote(dst, m.Client)
 	}
-	return dst
+	return append(dst, m.Enriched...)
 }
 
 // cutUA cuts a user agent to MaxUABytes, not within a character.

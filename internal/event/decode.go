@@ -466,6 +466,10 @@ type Meta struct {
 	IP         string
 	UA         string
 	Client     string // the authenticated client id; "" without credentials
+	// Enriched are JSON members every record of the request gets after
+	// the others, each with its leading comma (package enrich: "ua_parsed",
+	// "geo", "bot"); nil: none.
+	Enriched []byte
 }
 
 // NewID returns a new UUIDv7: unique, and ordered by creation time.

@@ -11,6 +11,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/catalogrpc"
 	"github.com/inlet-dev/inlet/internal/cliflag"
 	"github.com/inlet-dev/inlet/internal/devbroker"
+	"github.com/inlet-dev/inlet/internal/enrich"
 	"github.com/inlet-dev/inlet/internal/ingest"
 	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/reply"
@@ -66,6 +67,8 @@ type Config struct {
 	Spool     spool.Config     // with AckSpool; Dir empty means <DataDir>/spool
 	Forwarder spool.ForwarderConfig
 	UI        webui.Config // the browser side: /sdk/inlet.js, /ui, /example/
+	// Enrich: UA parsing, geo-IP and bots (--parse-ua, --geoip-db, --bots).
+	Enrich enrich.Config
 
 	// The event catalog (--catalog: codes and the tracking plan at ingest);
 	// its RedisAddr defaults to RedisAddr (--redis), its Path to
@@ -141,6 +144,7 @@ func DefaultConfig() Config {
 		Broker:               devbroker.DefaultConfig(),
 		Kafka:                kafka.DefaultConfig(),
 		Ingest:               ingest.DefaultConfig(),
+		Enrich:               enrich.DefaultConfig(),
 		Spool:                spool.DefaultConfig(),
 		Forwarder:            spool.DefaultForwarderConfig(),
 		UI:                   webui.DefaultConfig(),
@@ -178,6 +182,7 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	c.Spool.RegisterFlags(fs, "spool-")
 	c.Broker.RegisterFlags(fs, "broker-")
 	c.Ingest.RegisterFlags(fs)
+	c.Enrich.RegisterFlags(fs)
 	c.Kafka.RegisterFlags(fs)
 	c.Kafka.Security.RegisterFlags(fs)
 	c.RPC.RegisterFlags(fs)
@@ -328,6 +333,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := c.validateCatalog(); err != nil {
+		return err
+	}
+	if err := c.Enrich.Validate(); err != nil {
 		return err
 	}
 	return c.Ingest.Validate()

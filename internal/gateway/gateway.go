@@ -140,6 +140,9 @@ func Start(cfg Config, log *slog.Logger) (g *Gateway, err error) {
 	if opts, err = g.startRoutes(opts); err != nil {
 		return nil, err
 	}
+	if opts, err = g.startEnrich(opts); err != nil {
+		return nil, err
+	}
 	ic.DefaultGroup = cfg.Catalog.DefaultGroup
 	in, err := ingest.New(ic, sink, log, g.reg, opts...)
 	if err != nil {

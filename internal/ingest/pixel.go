@@ -48,7 +48,12 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 		s.pixelError(w, herr)
 		return
 	}
-	meta := s.requestMeta(r, p)
+	meta, eo := s.requestMeta(r, p)
+	if eo.Drop { // a bot's, with --bots drop: not written
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(gif)
+		return
+	}
 	// The query without its credentials: a query that makes no event is
 	// dead-lettered as sent, and a secret must never be stored.
 	raw, bad := pixelEvent(auth.WithoutCredentials(r.URL.RawQuery))
@@ -61,7 +66,7 @@ func (s *Server) servePixel(w http.ResponseWriter, r *http.Request) {
 	case bad != nil:
 		recs = []event.Record{s.deadLetter(raw, bad, meta, p.Client.Redaction())}
 	default:
-		b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
+		b := event.NewBatch(s.topic(eo), meta, s.cfg.MaxEventBytes)
 		defer b.Release()
 		items := [][]byte{raw}
 		b.Add(raw)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/enrich"
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/ratelog"
 	"github.com/inlet-dev/inlet/internal/routes"
@@ -69,6 +70,10 @@ type Routes interface{ Load() *routes.Table }
 // dead-letter topic, the runtime rules and the overflow. A nil rt is no
 // routes: every event goes to Config.Topic.
 func WithRoutes(rt Routes) Option { return func(s *Server) { s.routes = rt } }
+
+// WithEnricher adds what each request's address and User-Agent tell to
+// its records, and handles bots as e says (package enrich). nil: none.
+func WithEnricher(e *enrich.Enricher) Option { return func(s *Server) { s.enrich = e } }
 
 // unresolvedWarnEvery is how often events let through without a code are
 // logged: a store outage hits every event.

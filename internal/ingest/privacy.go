@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/inlet-dev/inlet/internal/auth"
+	"github.com/inlet-dev/inlet/internal/enrich"
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/privacy"
 )
@@ -29,11 +30,11 @@ func (s *Server) loadPrivacy() error {
 // requestMeta is what every endpoint that makes events records of r, from
 // client p: meta (the address, the User-Agent and what they give), the
 // client, then the IP policy applied to the address.
-func (s *Server) requestMeta(r *http.Request, p auth.Principal) event.Meta {
-	meta := s.meta(r)
+func (s *Server) requestMeta(r *http.Request, p auth.Principal) (event.Meta, enrich.Outcome) {
+	meta, o := s.meta(r) // enrichment from the whole address first
 	meta.Client = clientID(p)
 	s.applyIPPolicy(r, &meta, p)
-	return meta
+	return meta, o
 }
 
 // applyIPPolicy puts meta.IP under the request's IP policy: its client's

@@ -21,6 +21,7 @@ import (
 
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/catalog"
+	"github.com/inlet-dev/inlet/internal/enrich"
 	"github.com/inlet-dev/inlet/internal/event"
 	"github.com/inlet-dev/inlet/internal/privacy"
 	"github.com/inlet-dev/inlet/internal/ratelog"
@@ -56,6 +57,8 @@ type Server struct {
 	mode           catalog.Mode // cat's
 	defaultGroup   string
 	unresolvedWarn *ratelog.Limiter
+
+	enrich *enrich.Enricher // WithEnricher's; nil: no enrichment
 }
 
 // New creates a Server writing to sink, with the parts opts add
@@ -295,8 +298,8 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, c *call) {
 			return
 		}
 	}
-	meta := s.requestMeta(r, p)
-	b := event.NewBatch(s.cfg.Topic, meta, s.cfg.MaxEventBytes)
+	meta, eo := s.requestMeta(r, p)
+	b := event.NewBatch(s.topic(eo), meta, s.cfg.MaxEventBytes)
 	done := false // the sink holds nothing of the records: recycle their memory
 	defer func() {
 		if done {
@@ -311,6 +314,15 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, c *call) {
 	}
 	if herr := s.admit(p, len(items)); herr != nil {
 		s.writeError(w, herr)
+		return
+	}
+	if eo.Drop { // a bot's, with --bots drop: taken, not written
+		a := Answer{Accepted: len(items), Rejected: []Rejection{}}
+		if isSegment(w) {
+			writeSegmentAnswer(w, &a)
+		} else {
+			writeAnswer(w, s.cfg.AckStatus, &a)
+		}
 		return
 	}
 	recs, ans, t := s.records(r, c.name, b, items, meta, p)
@@ -530,9 +542,25 @@ func detached(r *http.Request) context.Context {
 	return context.WithoutCancel(r.Context())
 }
 
-// meta is what the server knows about the request.
-func (s *Server) meta(r *http.Request) event.Meta {
-	return event.Meta{ReceivedAt: s.now(), IP: s.clientIP(r), UA: r.UserAgent()}
+// meta is what the server knows about the request: its address and
+// User-Agent, and what the enrichment (WithEnricher) made of them, first,
+// while the address is whole.
+func (s *Server) meta(r *http.Request) (event.Meta, enrich.Outcome) {
+	m := event.Meta{ReceivedAt: s.now(), IP: s.clientIP(r), UA: r.UserAgent()}
+	var o enrich.Outcome
+	if s.enrich != nil {
+		o = s.enrich.Request(r, m.IP)
+		m.Enriched = o.Fields
+	}
+	return m, o
+}
+
+// topic is the topic of a request's events: the bots' with --bots route.
+func (s *Server) topic(o enrich.Outcome) string {
+	if o.Topic != "" {
+		return o.Topic
+	}
+	return s.cfg.Topic
 }
 
 // ClientIP is the address of r's client, as events record it (ip) and as
