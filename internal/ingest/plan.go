@@ -282,7 +282,9 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			b.Reject(i, bads[i])
 			continue
 		}
-		b.Set(i, e.Group, e.Code)
+		if s.auth != nil || s.cat != nil { // routes alone record no group: records as without a routes file
+			b.Set(i, e.Group, e.Code)
+		}
 	}
 	b.Build()
 

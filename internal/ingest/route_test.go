@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -212,6 +213,19 @@ func TestRoutesDefaultUnchanged(t *testing.T) {
 		fmt.Sprint(headersOf(got[0])) != fmt.Sprint(headersOf(want[0])) {
 		t.Errorf("unrouted event: %s %q %v, want %s %q %v as without a routes file",
 			got[0].Topic, got[0].Key, headersOf(got[0]), want[0].Topic, want[0].Key, headersOf(want[0]))
+	}
+	// The values too, but for the time they were received.
+	value := func(rec event.Record) string {
+		var v map[string]any
+		if err := json.Unmarshal(rec.Value, &v); err != nil {
+			t.Fatalf("record value %s: %v", rec.Value, err)
+		}
+		delete(v, "received_at")
+		b, _ := json.Marshal(v)
+		return string(b)
+	}
+	if g, w := value(got[0]), value(want[0]); g != w {
+		t.Errorf("unrouted event's value %s, want %s as without a routes file", g, w)
 	}
 	if r, _ := header(got[1], event.HeaderRoute); r != "default" {
 		t.Errorf("redirected event: %s %q, want default (its headers %v)", event.HeaderRoute, r, headersOf(got[1]))
