@@ -113,7 +113,7 @@ func runAll(t *testing.T, list []sdk, url, key, run string, rounds int, extra ..
 		t.Logf("%s (%s, exit %d): sent %d messages; the SDK reported %d errors: %s",
 			r.sdk.name, r.took.Round(100*time.Millisecond), r.code, len(r.rep.Sent), len(r.rep.Errors), trim(r.stdout, 600))
 		if r.rep.SDK != r.sdk.name {
-			t.Fatalf("%s: the driver printed no report (exit %d)\nstdout: %s\nstderr: %s", r.sdk.name, r.code, r.stdout, trim(r.stderr, 4000))
+			t.Errorf("%s: the driver printed no report (exit %d)\nstdout: %s\nstderr: %s", r.sdk.name, r.code, r.stdout, trim(r.stderr, 4000))
 		}
 	}
 	return out
@@ -266,6 +266,7 @@ func ids(rs []result) []string {
 // SDK reports it. The outage half is TestSegmentSDKsOutage.
 func TestSegmentSDKs(t *testing.T) {
 	list := sdks(t)
+	t.Parallel() // beside TestSegmentSDKsOutage, which mostly waits
 	brokers := testkit.Brokers(t)
 	topic := testkit.Unique(t, "seg-")
 	clients, key := clientsFile(t)
@@ -319,6 +320,7 @@ func TestSegmentSDKs(t *testing.T) {
 // late, are counted and reported).
 func TestSegmentSDKsOutage(t *testing.T) {
 	list := sdks(t)
+	t.Parallel()
 	ctl := testkit.HaltableKafka(t)
 	topic := testkit.Unique(t, "seg-")
 	testkit.CreateTopic(t, ctl.Brokers, topic, 1, nil)

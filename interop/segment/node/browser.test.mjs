@@ -115,6 +115,7 @@ async function shop(writeKey) {
   page.on("console", (m) => logs.push(`console ${m.type()}: ${m.text()}\n`));
   page.on("request", (r) => r.url().includes(gw.host) && requests.push(`${r.method()} ${r.url()}`));
   page.on("response", (r) => r.url().includes(gw.host) && requests.push(`${r.status()} ${r.url()}`));
+  page.on("requestfailed", (r) => r.url().includes(gw.host) && requests.push(`failed ${r.url()}: ${r.failure()?.errorText}`));
   await page.goto(gw.origin + "/");
   const out = await page.evaluate(
     async ({ writeKey, host }) => {
