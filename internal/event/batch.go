@@ -44,7 +44,8 @@ type Batch struct {
 	rnd       []byte // random bytes of the ids Build makes; reused
 	ids       string // every record's EventID, back to back, from Build on
 	topic     string
-	routed    bool // SetRoute was called: each record has room for 2 more headers
+	routed    bool   // SetRoute was called: each record has room for 2 more headers
+	segExtra  []byte // the Segment batch wrapper's fields each message's record gets (SegmentBatch.Extra)
 	limit     int
 	now       time.Time
 }
@@ -257,6 +258,9 @@ func (b *Batch) Build() {
 		if !p.f.id.ok() {
 			ids++
 		}
+		if p.f.seg {
+			size += len(`,"messageId":"","inlet":{,"timestamp":""}`) + 36 + len(b.segExtra)
+		}
 		size += p.head.n + idPart + len(b.tail) + len(`,"group":"","code":}`) + 2*len(p.group) + 20 + len("application/json") + 20
 	}
 	if n == 0 {
@@ -291,20 +295,21 @@ func (b *Batch) Build() {
 		p.head = span{start, p.head.n}
 		p.id = none
 		if !p.f.id.ok() {
-			out = append(out, `,"id":"`...)
+			if p.f.seg {
+				out = append(out, `,"messageId":"`...)
+			} else {
+				out = append(out, `,"id":"`...)
+			}
 			p.id = span{len(out), 36}
 			out = appendUUID(out, newV7(b.now, rnd[:8]))
 			rnd = rnd[8:]
 			out = append(out, '"')
 		}
-		out = append(out, b.tail...)
-		if p.group != "" {
-			out = append(out, `,"group":`...)
-			out, _ = jsontext.AppendQuote(out, p.group)
-		}
-		if p.codeN != 0 {
-			out = append(out, `,"code":`...)
-			out = strconv.AppendInt(out, p.codeN, 10)
+		if p.f.seg {
+			out = appendSegmentTail(out, b.tail, p.f.segTS, b.segExtra, p.group, p.codeN)
+		} else {
+			out = append(out, b.tail...)
+			out = appendGroupCode(out, p.group, p.codeN)
 		}
 		out = append(out, '}')
 		p.value = spanOf(start, len(out))
@@ -460,6 +465,19 @@ func (b *Batch) str(p *pending, s span, esc []byte) []byte {
 		return nil
 	}
 	return s.shift(p.head.off).of(b.out)
+}
+
+// appendGroupCode appends an event's group and catalog code, when set.
+func appendGroupCode(out []byte, group string, code int64) []byte {
+	if group != "" {
+		out = append(out, `,"group":`...)
+		out, _ = jsontext.AppendQuote(out, group)
+	}
+	if code != 0 {
+		out = append(out, `,"code":`...)
+		out = strconv.AppendInt(out, code, 10)
+	}
+	return out
 }
 
 // appendMeta appends the enrichment of m that every event of a request

@@ -46,6 +46,10 @@ type fields struct {
 	// a string) in the head; groupKind its kind, 0 when absent.
 	group     span
 	groupKind jsontext.Kind
+	// seg: a Segment message (Batch.AddSegment); segTS its corrected
+	// timestamp, in ns since the epoch.
+	seg   bool
+	segTS int64
 }
 
 // scanner validates an event and re-emits it in one pass of a

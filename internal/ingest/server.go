@@ -85,12 +85,15 @@ func New(cfg Config, sink Sink, log *slog.Logger, reg prometheus.Registerer, opt
 func (s *Server) Budget() *membudget.Budget { return s.budget }
 
 // Paths are the paths Register serves.
-func Paths() []string { return []string{"/v1/batch", "/v1/track", "/i", "/i.gif"} }
+func Paths() []string {
+	return append([]string{"/v1/batch", "/v1/track", "/i", "/i.gif"}, segmentPaths()...)
+}
 
 // Register adds the ingest routes to mux, at Paths.
 func (s *Server) Register(mux *http.ServeMux) {
 	mux.Handle("/v1/batch", s.route("batch", []string{http.MethodPost}, s.serveBatch))
 	mux.Handle("/v1/track", s.route("track", []string{http.MethodPost}, s.serveTrack))
+	s.registerSegment(mux)
 	pixel := s.route("pixel", []string{http.MethodGet, http.MethodHead}, s.servePixel)
 	mux.Handle("/i", pixel)
 	mux.Handle("/i.gif", pixel)
@@ -101,6 +104,9 @@ func (s *Server) Register(mux *http.ServeMux) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// segment: the request is a Segment call; errors are answered in the
+	// shape its SDKs read (writeError).
+	segment bool
 }
 
 // Unwrap returns the wrapped ResponseWriter.
@@ -245,11 +251,11 @@ type Answer struct {
 	Rejected []Rejection `json:"rejected"`
 }
 
-func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, false) }
-func (s *Server) serveTrack(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, true) }
+func (s *Server) serveBatch(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, callBatch) }
+func (s *Server) serveTrack(w http.ResponseWriter, r *http.Request) { s.serveEvents(w, r, callTrack) }
 
-func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool) {
-	f, p, herr := s.checkHeader(r, single)
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, c *call) {
+	f, p, deferred, herr := s.precheck(r, c)
 	if herr != nil {
 		s.writeError(w, herr)
 		return
@@ -264,11 +270,17 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 	defer putBuf(body)
 	ib := itemsPool.Get().(*[][]byte)
 	defer putItems(ib)
-	items, err := event.Frame((*ib)[:0], body, f, s.cfg.MaxEvents)
+	items, sb, err := s.frame((*ib)[:0], body, f, c, w)
 	*ib = items
 	if err != nil {
 		s.writeError(w, bodyError(err))
 		return
+	}
+	if deferred != nil {
+		if p, herr = s.authenticateKey(r, body, items, sb, deferred); herr != nil {
+			s.writeError(w, herr)
+			return
+		}
 	}
 	meta := s.meta(r)
 	meta.Client = clientID(p)
@@ -281,7 +293,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 			b.Release()
 		}
 	}()
-	if herr := s.add(b, items, body, f); herr != nil {
+	if herr := s.add(b, items, body, f, c, sb); herr != nil {
 		s.writeError(w, herr)
 		return
 	}
@@ -289,17 +301,17 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, single bool
 		s.writeError(w, herr)
 		return
 	}
-	endpoint := "batch"
-	if single {
-		endpoint = "track"
-	}
-	recs, ans, t := s.records(r, endpoint, b, items, meta, p)
+	recs, ans, t := s.records(r, c.name, b, items, meta, p)
 	var ok bool
 	if ok, done = s.write(w, detached(r), recs); !ok {
 		return
 	}
 	s.count(ans.Accepted, recs)
 	t.count(s.metrics, s.mode)
+	if isSegment(w) {
+		writeSegmentAnswer(w, &ans)
+		return
+	}
 	status := s.cfg.AckStatus
 	if ans.Accepted == 0 {
 		status = http.StatusBadRequest
@@ -346,9 +358,15 @@ func putItems(ib *[][]byte) {
 // (event.BodyFault: a syntax error inside an event of a JSON body, or of
 // the single event of /v1/track) is answered as a whole (400 with the
 // offset), not as a rejected event.
-func (s *Server) add(b *event.Batch, items [][]byte, body []byte, f event.Format) *httpError {
+func (s *Server) add(b *event.Batch, items [][]byte, body []byte, f event.Format, c *call, sb *event.SegmentBatch) *httpError {
 	for _, raw := range items {
-		if err := event.BodyFault(body, raw, f, b.Add(raw)); err != nil {
+		var bad *event.Invalid
+		if c.segment || sb != nil || event.IsSegment(raw) {
+			bad = b.AddSegment(raw, c.typ, sb)
+		} else {
+			bad = b.Add(raw)
+		}
+		if err := event.BodyFault(body, raw, f, bad); err != nil {
 			return bodyError(err)
 		}
 	}
@@ -555,6 +573,10 @@ type errorBody struct {
 // and WWW-Authenticate with a 401.
 func (s *Server) writeError(w http.ResponseWriter, e *httpError) {
 	s.errorHeaders(w.Header(), e)
+	if isSegment(w) {
+		writeSegmentError(w, e)
+		return
+	}
 	b := errorBody{Error: e.msg}
 	if e.offset >= 0 {
 		b.Offset = &e.offset

@@ -1,0 +1,594 @@
+package event
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// The Segment tracking API (https://segment.com/docs/connections/spec/):
+// its messages are read by Batch.AddSegment, with the same strict JSON as
+// inlet's own events, but open: every top-level field is kept as sent.
+
+// Segment limits, as the spec's HTTP API states them.
+const (
+	SegmentMaxMessageBytes = 32 << 10  // one message
+	SegmentMaxBatchBytes   = 500 << 10 // one batch request, decompressed
+)
+
+// SegmentField is the top-level object a Segment message's record carries
+// inlet's enrichment in: received_at, ip, ua, client, group, code,
+// timestamp (the sentAt-corrected time), batch_context and
+// batch_integrations. A message that sends a field of this name itself is
+// rejected: the record must not hold the name twice.
+const SegmentField = "inlet"
+
+// ReasonMissingField: a Segment message lacks a field its type requires
+// (userId or anonymousId, groupId, previousId).
+const ReasonMissingField Reason = "missing_field"
+
+// SegmentTypes are the calls of the spec, the values of "type".
+var SegmentTypes = []string{"track", "identify", "page", "screen", "group", "alias"}
+
+// SegmentBatch is what a batch's wrapper says of all its messages.
+type SegmentBatch struct {
+	SentAt   time.Time // the wrapper's sentAt; zero: none
+	WriteKey string    // the wrapper's writeKey; "" when none
+	// Extra is appended to each message's inlet object: the wrapper's
+	// context and integrations, as sent (`,"batch_context":{...}`).
+	Extra []byte
+}
+
+// IsSegment reports whether raw, one message as sent, is a Segment
+// message: a JSON object with a top-level "type". It reads only the
+// framing of raw (Batch.AddSegment validates it); inlet's own events never
+// carry "type".
+func IsSegment(raw []byte) bool {
+	if !bytes.Contains(raw, []byte(`"type"`)) {
+		return false
+	}
+	found := false
+	topLevel(raw, func(name, _ []byte) bool {
+		found = string(name) == `"type"`
+		return !found
+	})
+	return found
+}
+
+// SegmentWriteKey is the top-level "writeKey" string of raw, a message or
+// a batch wrapper, or "" (the analytics.js convention: the key in the body).
+func SegmentWriteKey(raw []byte) string {
+	key := ""
+	topLevel(raw, func(name, v []byte) bool {
+		if string(name) != `"writeKey"` {
+			return true
+		}
+		if len(v) >= 2 && v[0] == '"' {
+			if k, err := jsontext.AppendUnquote(nil, v); err == nil {
+				key = string(k)
+			}
+		}
+		return false
+	})
+	return key
+}
+
+// topLevel calls f with each top-level name (quoted, as sent) and value
+// of the object raw, by its framing only, until f returns false or the
+// framing breaks.
+func topLevel(raw []byte, f func(name, value []byte) bool) bool {
+	i := skipSpace(raw, 0)
+	if i == len(raw) || raw[i] != '{' {
+		return false
+	}
+	i = skipSpace(raw, i+1)
+	for i < len(raw) && raw[i] == '"' {
+		ne, ok := stringEnd(raw, i)
+		if !ok {
+			return false
+		}
+		name := raw[i:ne]
+		i = skipSpace(raw, ne)
+		if i == len(raw) || raw[i] != ':' {
+			return false
+		}
+		i = skipSpace(raw, i+1)
+		if i == len(raw) {
+			return false
+		}
+		ve, ok := valueEnd(raw, i)
+		if !ok {
+			return false
+		}
+		if !f(name, raw[i:ve]) {
+			return true
+		}
+		i = skipSpace(raw, ve)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return i < len(raw) && raw[i] == '}'
+}
+
+// FrameSegment cuts a Segment batch body, an object with a "batch" array
+// in any order with the wrapper's fields (sentAt, writeKey, context,
+// integrations, timestamp, messageId and any other, ignored), into its
+// messages, appended to dst, and reads the wrapper. ok is false when body
+// is not such an object (or holds more than maxEvents messages): the
+// caller frames it as inlet's own body (Frame), which says what is wrong.
+// err rejects a well-framed wrapper whose fields are wrong.
+//
+// The returned slices alias body; the messages' insides are unchecked, as
+// Frame leaves them.
+func FrameSegment(dst [][]byte, body []byte, maxEvents int) (items [][]byte, w SegmentBatch, ok bool, err error) {
+	b := body
+	if bytes.HasPrefix(b, []byte(bom)) {
+		b = b[len(bom):]
+	}
+	n := len(dst)
+	seen := map[string]bool{}
+	var extra []byte
+	good := topLevel(b, func(name, v []byte) bool {
+		key := string(name)
+		if seen[key] {
+			err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: fmt.Sprintf("the batch's field %s appears twice", key)}
+			return false
+		}
+		seen[key] = true
+		switch key {
+		case `"batch"`:
+			var fine bool
+			if dst, fine = frameArray(dst, v, maxEvents); !fine {
+				ok = false
+				seen[`"batch"`] = false
+				return false
+			}
+		case `"sentAt"`:
+			if v[0] == 'n' {
+				break
+			}
+			t, bad := segmentTime("sentAt", v)
+			if bad != nil {
+				err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: "the batch's " + bad.Msg}
+				return false
+			}
+			w.SentAt = t
+		case `"writeKey"`:
+			if v[0] != '"' {
+				err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: "the batch's \"writeKey\" must be a string"}
+				return false
+			}
+			k, e := jsontext.AppendUnquote(nil, v)
+			if e != nil {
+				err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: "the batch's \"writeKey\" is not a valid JSON string"}
+				return false
+			}
+			w.WriteKey = string(k)
+		case `"context"`, `"integrations"`:
+			if v[0] == 'n' {
+				break
+			}
+			val := jsontext.Value(bytes.Clone(v))
+			if v[0] != '{' || val.Compact() != nil {
+				err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: fmt.Sprintf("the batch's %s must be a JSON object", key)}
+				return false
+			}
+			extra = append(extra, `,"batch_`...)
+			extra = append(extra, key[1:]...)
+			extra = append(extra, ':')
+			extra = append(extra, val...)
+		default:
+			// timestamp, messageId and others: the messages carry their own.
+		}
+		return true
+	})
+	if err != nil {
+		return dst[:n], SegmentBatch{}, false, err
+	}
+	if !good || !seen[`"batch"`] || len(dst) == n {
+		return dst[:n], SegmentBatch{}, false, nil
+	}
+	w.Extra = extra
+	return dst, w, true, nil
+}
+
+// frameArray cuts the JSON array v into its elements, as frameJSON does.
+func frameArray(dst [][]byte, v []byte, maxEvents int) ([][]byte, bool) {
+	if v[0] != '[' {
+		return dst, false
+	}
+	n := len(dst)
+	i := skipSpace(v, 1)
+	if i == len(v) || v[i] == ']' {
+		return dst, false
+	}
+	for {
+		if maxEvents > 0 && len(dst)-n == maxEvents {
+			return dst, false
+		}
+		end, ok := valueEnd(v, i)
+		if !ok {
+			return dst, false
+		}
+		dst = append(dst, v[i:end])
+		i = skipSpace(v, end)
+		if i == len(v) {
+			return dst, false
+		}
+		if v[i] == ']' {
+			return dst, i == len(v)-1
+		}
+		if v[i] != ',' {
+			return dst, false
+		}
+		i = skipSpace(v, i+1)
+	}
+}
+
+// segmentTime reads a spec date (ISO 8601: RFC 3339, or without a zone,
+// read as UTC) of field, as sent (a JSON string).
+func segmentTime(field string, v []byte) (time.Time, *Invalid) {
+	if v[0] != '"' {
+		return time.Time{}, invalid(ReasonBadField, "%q must be an ISO 8601 date string, got %s", field, jsonKind(v[0]))
+	}
+	var buf [64]byte
+	s, _ := jsontext.AppendUnquote(buf[:0], v)
+	for _, layout := range [...]string{time.RFC3339Nano, "2006-01-02T15:04:05.999999999", "2006-01-02T15:04:05.999999999Z0700"} {
+		if t, err := time.Parse(layout, string(s)); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, invalid(ReasonBadField, "%q %s is not an ISO 8601 date (e.g. 2026-01-02T15:04:05.000Z)", field, Quote(string(s)))
+}
+
+// Which top-level field of a Segment message a name is.
+type segField int
+
+const (
+	sOther segField = iota
+	sType
+	sEvent
+	sName
+	sUserID
+	sAnonID
+	sMessageID
+	sGroupID
+	sPreviousID
+	sTimestamp
+	sSentAt
+	sContext
+	sProperties
+	sTraits
+	sIntegrations
+	sInlet
+	sWriteKey
+	numSegFields
+)
+
+var segFieldNames = [numSegFields]string{sType: "type", sEvent: "event", sName: "name", sUserID: "userId",
+	sAnonID: "anonymousId", sMessageID: "messageId", sGroupID: "groupId", sPreviousID: "previousId",
+	sTimestamp: "timestamp", sSentAt: "sentAt", sContext: "context", sProperties: "properties",
+	sTraits: "traits", sIntegrations: "integrations", sInlet: SegmentField, sWriteKey: "writeKey"}
+
+func segFieldOf(name []byte) segField {
+	for f := sType; f < numSegFields; f++ {
+		if segFieldNames[f] == string(name) {
+			return f
+		}
+	}
+	return sOther
+}
+
+// AddSegment is Add for a Segment message: raw must be strict JSON as Add
+// reads it, but every top-level field is kept as sent (nulls too), and the
+// rules are the spec's: "type" one of SegmentTypes (when absent, typ, the
+// type a path like /v1/identify implies, is added to the record; "" for
+// none), a track's "event", a userId or anonymousId (except alias: userId
+// and previousId), a group's groupId; ids strings; timestamp and sentAt
+// ISO 8601 dates; context, properties, traits and integrations objects.
+// A "writeKey" (analytics.js sends its key in the body) is left out of the
+// record: it is a secret.
+// Its name is "event" for a track, "type:name" for a page or screen with
+// a name, else the type. sb is the batch wrapper's (nil: none). The
+// record gets the enrichment in its SegmentField object, and a messageId
+// when it has none.
+func (b *Batch) AddSegment(raw []byte, typ string, sb *SegmentBatch) *Invalid {
+	start := len(b.heads)
+	var (
+		f   fields
+		bad *Invalid
+	)
+	b.heads, f, bad = b.sc.scanSegment(b.heads, raw, b.limit, b.now, typ, sb)
+	if bad != nil {
+		b.evs = append(b.evs, pending{bad: bad})
+		return bad
+	}
+	if sb != nil {
+		b.segExtra = sb.Extra
+	}
+	b.evs = append(b.evs, pending{f: f, head: spanOf(start, len(b.heads))})
+	return nil
+}
+
+func (s *scanner) scanSegment(dst, raw []byte, maxBytes int, now time.Time, typ string, sb *SegmentBatch) ([]byte, fields, *Invalid) {
+	var f fields
+	if maxBytes > 0 && len(raw) > maxBytes {
+		return dst, f, invalid(ReasonTooLarge, "message is %d bytes; the limit is %d", len(raw), maxBytes)
+	}
+	start := firstNonSpace(raw)
+	if start < 0 {
+		return dst, f, invalid(ReasonMalformed, "empty message")
+	}
+	if raw[start] != '{' {
+		return dst, f, s.notObject(raw, start)
+	}
+	head := len(dst)
+	out, f, bad := s.walkSegment(dst, raw, now, typ, sb)
+	if bad != nil {
+		return dst[:head], fields{}, bad
+	}
+	return out, f, nil
+}
+
+func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *SegmentBatch) ([]byte, fields, *Invalid) {
+	f := fields{name: none, id: none, uid: none, anonID: none, props: none, group: none, seg: true}
+	head := len(dst)
+	s.rd = *bytes.NewBuffer(raw)
+	s.dec.Reset(&s.rd)
+	d := &s.dec
+	if _, err := d.ReadToken(); err != nil { // '{'
+		return dst, f, s.syntaxInvalid(raw, err)
+	}
+	dst = append(dst, '{')
+	var (
+		sem   *Invalid
+		vals  [numSegFields]seen
+		props = none // properties, or traits of an identify or group: the catalog checks it
+		trait = none
+	)
+	first := true
+	for {
+		k := d.PeekKind()
+		if k == '}' {
+			break
+		}
+		if k != '"' {
+			_, err := d.ReadToken()
+			return dst, f, s.syntaxInvalid(raw, err)
+		}
+		name, err := d.ReadValue()
+		if err != nil {
+			return dst, f, s.syntaxInvalid(raw, err)
+		}
+		fl := sOther
+		if n := quoted(name); !hasEscape(n) {
+			fl = segFieldOf(n)
+		} else {
+			s.scratch, _ = jsontext.AppendUnquote(s.scratch[:0], name)
+			fl = segFieldOf(s.scratch)
+		}
+		k = d.PeekKind()
+		if k == 0 || k == '}' || k == ']' {
+			_, err := d.ReadToken()
+			return dst, f, s.syntaxInvalid(raw, err)
+		}
+		if fl == sWriteKey { // a secret: never in a record
+			if err := s.skip(); err != nil {
+				return dst, f, s.syntaxInvalid(raw, err)
+			}
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, name...)
+		dst = append(dst, ':')
+		vals[fl].kind = k
+		switch fl {
+		case sOther:
+			if dst, err = s.copyValue(dst, nil); err != nil {
+				return dst, f, s.syntaxInvalid(raw, err)
+			}
+		case sInlet:
+			if sem == nil {
+				sem = invalid(ReasonBadField, "field %q is the one inlet records its enrichment in; send it in \"properties\" or \"context\"", SegmentField)
+			}
+			if dst, err = s.copyValue(dst, nil); err != nil {
+				return dst, f, s.syntaxInvalid(raw, err)
+			}
+		case sContext, sProperties, sTraits, sIntegrations:
+			if k != '{' && k != 'n' && sem == nil {
+				sem = invalid(ReasonBadField, "%q must be a JSON object, got %s", segFieldNames[fl], kindName(k))
+			}
+			off := len(dst)
+			if fl == sContext && k == '{' {
+				g := groupRef{at: none}
+				dst, err = s.copyValue(dst, &g)
+				f.group, f.groupKind = g.at.shift(-head), g.kind
+			} else {
+				dst, err = s.copyValue(dst, nil)
+			}
+			if err != nil {
+				return dst, f, s.syntaxInvalid(raw, err)
+			}
+			if k == '{' && fl == sProperties {
+				props = spanOf(off-head, len(dst)-head)
+			}
+			if k == '{' && fl == sTraits {
+				trait = spanOf(off-head, len(dst)-head)
+			}
+		default: // strings: type, ids, names, dates
+			v, err := d.ReadValue()
+			if err != nil {
+				return dst, f, s.syntaxInvalid(raw, err)
+			}
+			if k == '{' || k == '[' {
+				// ReadValue checked its syntax, not its depth.
+				if sem == nil {
+					sem = invalid(ReasonBadField, "%q must be a string, got %s", segFieldNames[fl], kindName(k))
+				}
+				dst = append(dst, v...)
+				continue
+			}
+			vals[fl].raw = v
+			if k != '"' && k != 'n' && sem == nil {
+				sem = invalid(ReasonBadField, "%q must be a string, got %s", segFieldNames[fl], kindName(k))
+			}
+			off := len(dst) + 1 - head
+			dst = append(dst, v...)
+			if k != '"' {
+				continue
+			}
+			sp := span{off, len(v) - 2}
+			var esc []byte
+			if hasEscape(v) {
+				esc, _ = jsontext.AppendUnquote(nil, v)
+			}
+			switch fl {
+			case sEvent:
+				f.name, f.nameEsc = sp, esc
+			case sMessageID:
+				f.id, f.idEsc = sp, esc
+			case sUserID:
+				if len(v) > 2 {
+					f.uid, f.uidEsc = sp, esc
+				}
+			case sAnonID:
+				if len(v) > 2 {
+					f.anonID, f.anonIDEsc = sp, esc
+				}
+			}
+		}
+	}
+	if _, err := d.ReadToken(); err != nil { // '}'
+		return dst, f, s.syntaxInvalid(raw, err)
+	}
+	if sem != nil {
+		return dst, f, sem
+	}
+	if end := int(d.InputOffset()); firstNonSpace(raw[end:]) >= 0 {
+		return dst, f, invalid(ReasonMalformed, "malformed JSON at byte offset %d: data after the message object", end+firstNonSpace(raw[end:]))
+	}
+	// The type: as sent, else the path's.
+	t := typ
+	if tv := vals[sType]; tv.kind == '"' {
+		t = string(unquote(tv.raw))
+		if typ != "" && t != typ {
+			return dst, f, invalid(ReasonBadField, "\"type\" %s sent to the %s call; send it to /v1/%s or /v1/batch", Quote(t), typ, t)
+		}
+	} else if typ == "" {
+		return dst, f, invalid(ReasonBadField, "\"type\" is required: one of track, identify, page, screen, group, alias")
+	} else {
+		dst = append(dst, `,"type":`...)
+		dst, _ = jsontext.AppendQuote(dst, typ)
+	}
+	str := func(fl segField) string {
+		if v := vals[fl]; v.kind == '"' {
+			return string(unquote(v.raw))
+		}
+		return ""
+	}
+	switch t {
+	case "track":
+		if str(sEvent) == "" {
+			return dst, f, invalid(ReasonMissingEvent, "a track needs \"event\": a non-empty string naming the event")
+		}
+		if e := checkNameChars("event", stringChars(vals[sEvent].raw)); e != nil {
+			return dst, f, e
+		}
+	case "identify", "page", "screen", "group", "alias":
+		name := t
+		if (t == "page" || t == "screen") && str(sName) != "" {
+			name = t + ":" + str(sName)
+		}
+		if e := checkNameChars("name", len([]rune(name))-len(t)-1); len(name) > len(t) && e != nil {
+			return dst, f, e
+		}
+		f.name, f.nameEsc = span{0, len(name)}, []byte(name)
+	default:
+		return dst, f, invalid(ReasonBadField, "\"type\" %s is not a call of the Segment spec: want track, identify, page, screen, group or alias", Quote(t))
+	}
+	switch {
+	case t == "alias":
+		if str(sUserID) == "" || str(sPreviousID) == "" {
+			return dst, f, invalid(ReasonMissingField, "an alias needs \"userId\" and \"previousId\", non-empty strings")
+		}
+	case str(sUserID) == "" && str(sAnonID) == "":
+		return dst, f, invalid(ReasonMissingField, "a %s needs \"userId\" or \"anonymousId\", a non-empty string", t)
+	case t == "group" && str(sGroupID) == "":
+		return dst, f, invalid(ReasonMissingField, "a group needs \"groupId\", a non-empty string")
+	}
+	if id := vals[sMessageID]; id.kind == '"' {
+		if n := stringBytes(id.raw); n == 0 || n > MaxIDBytes {
+			return dst, f, invalid(ReasonBadField, "\"messageId\" must be a non-empty string of at most %d bytes", MaxIDBytes)
+		}
+	} else {
+		f.id = none
+	}
+	for _, fl := range [...]segField{sUserID, sAnonID} {
+		if v := vals[fl]; v.kind == '"' {
+			if n := stringBytes(v.raw); n > MaxUserBytes {
+				return dst, f, invalid(ReasonBadField, "%q is %d bytes; the limit is %d", segFieldNames[fl], n, MaxUserBytes)
+			}
+		}
+	}
+	// The time: timestamp corrected by the client's clock skew (the spec:
+	// receivedAt - (sentAt - timestamp)), else the receive time.
+	ts := now
+	if v := vals[sTimestamp]; v.kind == '"' {
+		t, bad := segmentTime("timestamp", v.raw)
+		if bad != nil {
+			return dst, f, bad
+		}
+		ts = t
+		var sent time.Time
+		if sv := vals[sSentAt]; sv.kind == '"' {
+			if sent, bad = segmentTime("sentAt", sv.raw); bad != nil {
+				return dst, f, bad
+			}
+		} else if sb != nil {
+			sent = sb.SentAt
+		}
+		if !sent.IsZero() {
+			ts = now.Add(-sent.Sub(t))
+		}
+	} else if sv := vals[sSentAt]; sv.kind == '"' {
+		if _, bad := segmentTime("sentAt", sv.raw); bad != nil {
+			return dst, f, bad
+		}
+	}
+	f.segTS = ts.UnixNano()
+	if t == "identify" || t == "group" {
+		props = trait
+	}
+	f.props = props
+	return dst, f, nil
+}
+
+// unquote is a valid JSON string's value.
+func unquote(q []byte) []byte {
+	if c := quoted(q); !hasEscape(c) {
+		return c
+	}
+	v, _ := jsontext.AppendUnquote(nil, q)
+	return v
+}
+
+// appendSegmentTail closes a Segment message's record: its SegmentField
+// object from tail (appendMeta's, which starts with a comma), the
+// corrected timestamp ts (ns since the epoch), extra (the batch's), the
+// group and code.
+func appendSegmentTail(out, tail []byte, ts int64, extra []byte, group string, code int64) []byte {
+	out = append(out, `,"`+SegmentField+`":{`...)
+	out = append(out, tail[1:]...)
+	out = append(out, `,"timestamp":"`...)
+	out = time.Unix(0, ts).UTC().AppendFormat(out, TimeLayout)
+	out = append(out, '"')
+	out = append(out, extra...)
+	out = appendGroupCode(out, group, code)
+	return append(out, '}')
+}
