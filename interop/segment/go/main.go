@@ -28,15 +28,27 @@ const name = "go-segment"
 
 type callback struct {
 	mu     sync.Mutex
+	done   int // messages the SDK succeeded or gave up on
 	errors []map[string]any
 }
 
-func (c *callback) Success(analytics.Message) {}
+func (c *callback) Success(analytics.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done++
+}
 
 func (c *callback) Failure(m analytics.Message, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.done++
 	c.errors = append(c.errors, map[string]any{"error": err.Error(), "message": fmt.Sprintf("%T", m)})
+}
+
+func (c *callback) settled(n int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.done >= n
 }
 
 func main() {
@@ -97,7 +109,12 @@ func main() {
 			sent = append(sent, m.sent)
 		}
 	}
-	// Close flushes what is queued and waits for every batch's last attempt.
+	// Close drops a batch that is waiting to be retried ("failed to be
+	// sent and the client was closed"): wait until the SDK has reported
+	// every message, as a long-running service would, then close.
+	for deadline := time.Now().Add(2 * time.Minute); !cb.settled(len(sent)) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	if err := client.Close(); err != nil {
 		cb.Failure(nil, err)
 	}

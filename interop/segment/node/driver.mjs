@@ -26,7 +26,12 @@ if (which === "segment") {
   flush = () => client.closeAndFlush({ timeout: 120000 });
 } else if (which === "rudder") {
   // rudder-sdk-node gzips by default; it retries 5xx, 429 and network errors (retryCount times).
-  client = new RudderAnalytics(writeKey, { dataPlaneUrl: url, flushAt: 10, flushInterval: 200, retryCount: 8, logLevel: "off" });
+  // Without an errorHandler a failed flush is an unhandled rejection that
+  // ends the process; with one, each message's callback gets the error too.
+  client = new RudderAnalytics(writeKey, {
+    dataPlaneUrl: url, flushAt: 10, flushInterval: 200, retryCount: 8, logLevel: "error",
+    errorHandler: (err) => errors.push({ error: String(err?.message ?? err), status: err?.response?.status, body: err?.response?.data }),
+  });
   flush = () => new Promise((res) => client.flush(() => res()));
 } else {
   console.error(`driver.mjs: segment or rudder, not ${which}`);

@@ -55,7 +55,10 @@ for i in range(rounds):
         kw["message_id"] = mid(typ)
         getattr(client, typ)(**kw)
         msg = {"type": typ, "messageId": kw["message_id"], "userId": uid}
-        for k, f in (("event", "event"), ("properties", "properties"), ("traits", "traits"),
+        # rudder-sdk-python sends identify's traits as context.traits (its
+        # choice; RudderStack reads them there), the Segment SDK at the top.
+        traits_at = "context.traits" if sdk == "rudder" and typ == "identify" else "traits"
+        for k, f in (("event", "event"), ("properties", "properties"), ("traits", traits_at),
                      ("name", "name"), ("group_id", "groupId"), ("previous_id", "previousId")):
             if k in kw:
                 msg[f] = kw[k]
