@@ -95,6 +95,9 @@ scripts/ops-check.sh
 echo "== routing: docs/routing.md run as written (scripts/routing-check.sh)" >&2
 scripts/routing-check.sh
 
+echo "== segment: docs/segment.md run as written (scripts/segment-check.sh)" >&2
+scripts/segment-check.sh
+
 echo "== web: inlet.js and the browser tests (headless Chromium)" >&2
 if ! command -v npm >/dev/null 2>&1; then
 	echo "test.sh: Node.js 20+ and npm are needed for web/ (inlet.js and its browser tests)" >&2

@@ -111,6 +111,7 @@ func parseBench(sub string, args []string, env Env, h0 loadclient.HTTPConfig, ex
 	fs.IntVar(&h.Events, "events", h.Events, "events per generated request body (with --body-file: how many it holds, for events/s)")
 	fs.IntVar(&h.EventBytes, "event-bytes", h.EventBytes, "approximate size of one generated event, in bytes")
 	fs.BoolVar(&h.Gzip, "gzip", false, "gzip request bodies (Content-Encoding: gzip)")
+	fs.StringVar(&h.Shape, "shape", "inlet", "generated bodies: inlet (inlet's events, a JSON array) or segment (Segment track messages in a {\"batch\":[...]} wrapper, each event the same --event-bytes)")
 	fs.StringVar(&cfg.TLSCAFile, "tls-ca", "", "PEM `file` of the CAs that sign an https:// --target's certificate (default: the system's)")
 	fs.BoolVar(&cfg.TLSInsecureSkipVerify, "tls-insecure-skip-verify", false, "accept any certificate of an https:// --target (insecure: for tests only)")
 	fs.Float64Var(&r.Rate, "rate", 0, "open loop: requests per second, latency from each request's intended send time (0: closed loop)")

@@ -286,8 +286,9 @@ func segFieldOf(name []byte) segField {
 // reads it, but every top-level field is kept as sent (nulls too), and the
 // rules are the spec's: "type" one of SegmentTypes (when absent, typ, the
 // type a path like /v1/identify implies, is added to the record; "" for
-// none), a track's "event", a userId or anonymousId (except alias: userId
-// and previousId), a group's groupId; ids strings; timestamp and sentAt
+// none), a track's "event", an identify's userId or anonymousId, an
+// alias' userId and previousId, a group's groupId (the spec's own
+// examples of the other calls carry no ids); ids strings; timestamp and sentAt
 // ISO 8601 dates; context, properties, traits and integrations objects.
 // A "writeKey" (analytics.js sends its key in the body) is left out of the
 // record: it is a secret.
@@ -517,8 +518,8 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 		if str(sUserID) == "" || str(sPreviousID) == "" {
 			return dst, f, invalid(ReasonMissingField, "an alias needs \"userId\" and \"previousId\", non-empty strings")
 		}
-	case str(sUserID) == "" && str(sAnonID) == "":
-		return dst, f, invalid(ReasonMissingField, "a %s needs \"userId\" or \"anonymousId\", a non-empty string", t)
+	case t == "identify" && str(sUserID) == "" && str(sAnonID) == "":
+		return dst, f, invalid(ReasonMissingField, "an identify needs \"userId\" or \"anonymousId\", a non-empty string")
 	case t == "group" && str(sGroupID) == "":
 		return dst, f, invalid(ReasonMissingField, "a group needs \"groupId\", a non-empty string")
 	}

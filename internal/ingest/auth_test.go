@@ -71,6 +71,9 @@ func (a *fakeAuth) FromHTTP(r *http.Request, source string) (auth.Principal, err
 		if err != nil || !ok {
 			return auth.Principal{}, fmt.Errorf("%w: malformed Basic credentials (want base64 of <client id>:<secret>)", auth.ErrMissing)
 		}
+		if secret == "" { // the write-key convention: the secret as the user
+			id, secret = "", id
+		}
 		return a.authenticate(id, secret)
 	case h != "":
 		return auth.Principal{}, fmt.Errorf("%w: Authorization scheme is neither Bearer nor Basic", auth.ErrMissing)

@@ -37,6 +37,10 @@ type HTTPConfig struct {
 	Body       []byte
 	Events     int
 	EventBytes int
+	// Shape is the generated events' wire format: ShapeInlet (inlet's
+	// events, a JSON array) or ShapeSegment (Segment track messages in a
+	// batch wrapper, the same size each), to compare the two.
+	Shape string
 	// Gzip compresses every body (Content-Encoding: gzip).
 	Gzip bool
 	// Connections bounds the keep-alive connections to the target, with
@@ -99,6 +103,8 @@ func (c HTTPConfig) Validate() error {
 		return errors.New("bench: connections must be positive")
 	case c.Body == nil && c.Events <= 0:
 		return errors.New("bench: events per request must be positive")
+	case c.Shape != "" && c.Shape != ShapeInlet && c.Shape != ShapeSegment:
+		return fmt.Errorf("bench: shape %q: want %s or %s", c.Shape, ShapeInlet, ShapeSegment)
 	case c.Body == nil && c.EventBytes < 0:
 		return errors.New("bench: event bytes must not be negative")
 	case len(c.Body) > maxBody || c.Body == nil && int64(c.Events)*int64(max(c.EventBytes, 64)) > maxBody:
@@ -287,11 +293,24 @@ func (h *HTTP) gzip(raw []byte) []byte {
 	return bytes.Clone(buf.Bytes())
 }
 
+// The shapes of generated bodies (HTTPConfig.Shape).
+const (
+	ShapeInlet   = "inlet"
+	ShapeSegment = "segment"
+)
+
 // batch appends a JSON array of events to b: each
 // {"event":"bench","id":"<run>-<n>","props":{"pad":"xxx"}}, padded to
-// EventBytes where it is longer than that without padding.
+// EventBytes where it is longer than that without padding. With
+// ShapeSegment, {"batch":[...],"sentAt":"..."} of Segment track messages
+// {"type":"track","event":"bench","messageId":"<run>-<n>","anonymousId":"a","properties":{"pad":"xxx"}},
+// padded the same.
 func (h *HTTP) batch(b []byte) []byte {
-	const head, mid, tail = `{"event":"bench","id":"`, `","props":{"pad":"`, `"}}`
+	head, mid, tail := `{"event":"bench","id":"`, `","props":{"pad":"`, `"}}`
+	if h.cfg.Shape == ShapeSegment {
+		head, mid = `{"type":"track","event":"bench","messageId":"`, `","anonymousId":"a","properties":{"pad":"`
+		b = append(b, `{"batch":`...)
+	}
 	b = append(b, '[')
 	for i := range h.cfg.Events {
 		if i > 0 {
@@ -309,5 +328,11 @@ func (h *HTTP) batch(b []byte) []byte {
 		}
 		b = append(b, tail...)
 	}
-	return append(b, ']')
+	b = append(b, ']')
+	if h.cfg.Shape == ShapeSegment {
+		b = append(b, `,"sentAt":"`...)
+		b = time.Now().UTC().AppendFormat(b, time.RFC3339Nano)
+		b = append(b, `"}`...)
+	}
+	return b
 }
