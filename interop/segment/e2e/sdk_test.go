@@ -225,30 +225,27 @@ func field(v map[string]any, path string) any {
 	return cur
 }
 
-// readAll waits (at most 2 minutes) until topic holds every id of want,
-// then reads the whole topic again for settle, so that late copies (a
-// batch Kafka took twice) are counted too, and returns what it read.
+// readAll reads topic from its start until it holds every id of want
+// (at most 90 s: the checks then name what is missing), then for settle
+// more, so that late copies (a batch Kafka took twice) are counted too.
 func readAll(t *testing.T, brokers []string, topic string, want []string, settle time.Duration) []testkit.Record {
 	t.Helper()
-	testkit.Consume(t, brokers, topic, 2*time.Minute, func(r []testkit.Record) bool {
-		have := byID(r)
-		for _, id := range want {
-			if len(have[id]) == 0 {
-				return false
-			}
-		}
-		return true
-	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), settle)
-	defer cancel()
 	var out []testkit.Record
-	for ctx.Err() == nil {
+	missing := len(want)
+	deadline := time.Now().Add(90 * time.Second)
+	var settled time.Time // when the last of want arrived
+	for {
+		now := time.Now()
+		if (missing == 0 && now.Sub(settled) >= settle) || now.After(deadline) {
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
 			rec := testkit.Record{Partition: r.Partition, Offset: r.Offset, Key: string(r.Key), Headers: map[string]string{}, Value: r.Value}
 			for _, h := range r.Headers {
@@ -257,6 +254,22 @@ func readAll(t *testing.T, brokers []string, topic string, want []string, settle
 			_ = json.Unmarshal(r.Value, &rec.Fields)
 			out = append(out, rec)
 		})
+		cancel()
+		if missing > 0 {
+			have := byID(out)
+			missing = 0
+			for _, id := range want {
+				if len(have[id]) == 0 {
+					missing++
+				}
+			}
+			if missing == 0 {
+				settled = time.Now()
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("topic %s: %d of the %d messages not in Kafka after 90 s", topic, missing, len(want))
 	}
 	return out
 }
