@@ -18,7 +18,7 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 echo "== go mod tidy -diff" >&2
-for mod in . bench/fasthttp deploy/kubecheck internal/enrich/testdata/mkuseragents; do
+for mod in . bench/fasthttp deploy/kubecheck internal/enrich/testdata/mkuseragents interop/segment/go; do
 	if ! (cd "$mod" && go mod tidy -diff) >&2; then
 		echo "test.sh: go.mod or go.sum in $mod is not tidy (the diff above): run 'go mod tidy' there and commit the result" >&2
 		exit 1
@@ -116,3 +116,6 @@ CHROMIUM="$(scripts/chromium.sh)"
 mkdir -p "$REPO/.cache"
 go build -o "$REPO/.cache/inlet-web-test" ./cmd/inlet
 (cd web && CHROMIUM="$CHROMIUM" INLET_BIN="$REPO/.cache/inlet-web-test" INLET_TEST_REQUIRE_BROWSER=1 npm test)
+
+echo "== segment: the Segment-API SDKs from PyPI, npm and Go, and analytics-next in Chromium (scripts/segment-interop.sh)" >&2
+scripts/segment-interop.sh
