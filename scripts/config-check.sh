@@ -10,15 +10,9 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 page=docs/configuration.md
-die() {
-	printf 'config-check.sh: error: %s\n' "$*" >&2
-	exit 1
-}
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/bin"
-go build -o "$work/bin/inlet" ./cmd/inlet
-export PATH="$work/bin:$PATH"
+# shellcheck source=scripts/check-lib.sh
+. scripts/check-lib.sh
+check_setup config-check.sh
 
 scripts/doc-commands.sh "$page" >"$work/all.sh"
 timeout 60 bash -euo pipefail "$work/all.sh" >"$work/out" 2>&1 || {

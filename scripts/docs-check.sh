@@ -20,8 +20,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-# shellcheck source=scripts/wait-serving.sh
-. scripts/wait-serving.sh
+# shellcheck source=scripts/check-lib.sh
+. scripts/check-lib.sh
 log() { printf 'docs-check.sh: %s\n' "$*" >&2; }
 die() {
 	printf 'docs-check.sh: error: %s\n' "$*" >&2

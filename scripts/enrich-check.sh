@@ -11,22 +11,11 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 page=docs/enrichment.md
-die() {
-	printf 'enrich-check.sh: error: %s\n' "$*" >&2
-	exit 1
-}
+# shellcheck source=scripts/check-lib.sh
+. scripts/check-lib.sh
 command -v curl >/dev/null 2>&1 || die "need curl"
 
-work="$(mktemp -d)"
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/bin" "$work/repo"
-go build -o "$work/bin/inlet" ./cmd/inlet
-export PATH="$work/bin:$PATH"
+check_setup enrich-check.sh
 
 scripts/doc-commands.sh "$page" >"$work/all.sh"
 # The first block runs in the repository (go run), writing city.mmdb there:
@@ -43,17 +32,7 @@ mv city.mmdb "$work/city.mmdb"
 # The flags of the page's (unmarked) serve block, with free ports.
 flags="$(sed -n '/^inlet serve --parse-ua --geoip-db city.mmdb/,/^```/p' "$page" | sed '$d' | tr -d '\\\n' | sed 's/^inlet serve//')"
 [ -n "$flags" ] || die "$page: no 'inlet serve --parse-ua --geoip-db city.mmdb' block"
-(cd "$work" && eval "exec inlet serve --listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir \"$work/data\" $flags" >"$work/serve.log" 2>&1) &
-pid=$!
-addr=
-for _ in $(seq 300); do
-	addr="$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$work/serve.log" | head -1)"
-	[ -n "$addr" ] && curl -fs -o /dev/null "http://$addr/readyz" && break
-	kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inlet serve exited"; }
-	sleep 0.1
-done
-curl -fs -o /dev/null "http://$addr/readyz" || { cat "$work/serve.log" >&2; die "inlet serve not ready after 30 s"; }
-brokers="$(sed -n 's/.*msg=serving .* brokers=\[\([^] ]*\)\].*/\1/p' "$work/serve.log" | head -1)"
+eval "serve_bg $flags"
 
 (cd "$work" && INLET="http://$addr" BROKERS="$brokers" timeout 120 bash -euo pipefail rest.sh) >"$work/out" 2>&1 || {
 	cat "$work/out" >&2

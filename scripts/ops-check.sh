@@ -23,8 +23,8 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-# shellcheck source=scripts/wait-serving.sh
-. scripts/wait-serving.sh
+# shellcheck source=scripts/check-lib.sh
+. scripts/check-lib.sh
 log() { printf 'ops-check.sh: %s\n' "$*" >&2; }
 die() {
 	printf 'ops-check.sh: error: %s\n' "$*" >&2

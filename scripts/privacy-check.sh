@@ -13,26 +13,15 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 page=docs/privacy.md
-die() {
-	printf 'privacy-check.sh: error: %s\n' "$*" >&2
-	exit 1
-}
+# shellcheck source=scripts/check-lib.sh
+. scripts/check-lib.sh
 for tool in curl openssl; do
 	if ! command -v "$tool" >/dev/null 2>&1; then
 		apt-get install -y "$tool" >/dev/null 2>&1 || die "need $tool"
 	fi
 done
 
-work="$(mktemp -d)"
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/bin"
-go build -o "$work/bin/inlet" ./cmd/inlet
-export PATH="$work/bin:$PATH"
+check_setup privacy-check.sh
 
 scripts/doc-commands.sh "$page" >"$work/all.sh"
 # The first block ends with the last `inlet clients add` (its line and
@@ -46,18 +35,7 @@ tail -n "+$((n + 1))" "$work/all.sh" >"$work/rest.sh"
 	die "$page: the first runnable block failed"
 }
 
-(cd "$work" && exec inlet serve --listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$work/data" \
-	--clients clients.json --auth --redact-key-file redact.key >"$work/serve.log" 2>&1) &
-pid=$!
-addr=
-for _ in $(seq 300); do
-	addr="$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$work/serve.log" | head -1)"
-	[ -n "$addr" ] && curl -fs -o /dev/null "http://$addr/readyz" && break
-	kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inlet serve exited"; }
-	sleep 0.1
-done
-curl -fs -o /dev/null "http://$addr/readyz" || { cat "$work/serve.log" >&2; die "inlet serve not ready after 30 s"; }
-brokers="$(sed -n 's/.*msg=serving .* brokers=\[\([^] ]*\)\].*/\1/p' "$work/serve.log" | head -1)"
+serve_bg --clients clients.json --auth --redact-key-file redact.key
 
 (cd "$work" && INLET="http://$addr" BROKERS="$brokers" timeout 120 bash -euo pipefail rest.sh) >"$work/out" 2>&1 || {
 	cat "$work/out" >&2

@@ -9,25 +9,12 @@ set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-# shellcheck source=scripts/wait-serving.sh
-. scripts/wait-serving.sh
+# shellcheck source=scripts/check-lib.sh
+. scripts/check-lib.sh
 page=docs/routing.md
-die() {
-	printf 'routing-check.sh: error: %s\n' "$*" >&2
-	exit 1
-}
 command -v curl >/dev/null 2>&1 || die "need curl"
 
-work="$(mktemp -d)"
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/bin"
-go build -o "$work/bin/inlet" ./cmd/inlet
-export PATH="$work/bin:$PATH"
+check_setup routing-check.sh
 
 scripts/doc-commands.sh "$page" >"$work/all.sh"
 # The first block writes the clients and routes files (up to the routes
@@ -39,10 +26,7 @@ sed '1,/^EOF$/d' "$work/all.sh" >"$work/rest.sh"
 	die "$page: the first runnable block failed"
 }
 
-(cd "$work" && exec inlet serve --listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$work/data" \
-	--routes routes.yaml --clients clients.json --auth >"$work/serve.log" 2>&1) &
-pid=$!
-wait_serving "$work/serve.log" "$pid"
+serve_bg --routes routes.yaml --clients clients.json --auth
 
 (cd "$work" && INLET="http://$addr" BROKERS="$brokers" timeout 120 bash -euo pipefail rest.sh) >"$work/out" 2>&1 || {
 	cat "$work/out" >&2

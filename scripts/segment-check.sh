@@ -9,35 +9,14 @@ set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 page=docs/segment.md
-die() {
-	printf 'segment-check.sh: error: %s\n' "$*" >&2
-	exit 1
-}
+# shellcheck source=scripts/check-lib.sh
+. scripts/check-lib.sh
 command -v curl >/dev/null 2>&1 || die "need curl"
 
-work="$(mktemp -d)"
-pid=
-cleanup() {
-	[ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-	rm -rf "$work"
-}
-trap cleanup EXIT
-mkdir -p "$work/bin"
-go build -o "$work/bin/inlet" ./cmd/inlet
-export PATH="$work/bin:$PATH"
+check_setup segment-check.sh
 
 key="$(cd "$work" && inlet clients add --file clients.json web 2>/dev/null | head -1)"
-(cd "$work" && exec inlet serve --listen 127.0.0.1:0 --broker-listen 127.0.0.1:0 --data-dir "$work/data" \
-	--clients clients.json --auth >"$work/serve.log" 2>&1) &
-pid=$!
-addr=
-for _ in $(seq 300); do
-	addr="$(sed -n 's/.*msg=serving addr=\([^ ]*\).*/\1/p' "$work/serve.log" | head -1)"
-	[ -n "$addr" ] && curl -fs -o /dev/null "http://$addr/readyz" && break
-	kill -0 "$pid" 2>/dev/null || { cat "$work/serve.log" >&2; die "inlet serve exited"; }
-	sleep 0.1
-done
-curl -fs -o /dev/null "http://$addr/readyz" || { cat "$work/serve.log" >&2; die "inlet serve not ready after 30 s"; }
+serve_bg --clients clients.json --auth
 
 scripts/doc-commands.sh "$page" >"$work/run.sh"
 (cd "$work" && INLET="http://$addr" WRITE_KEY="$key" timeout 60 bash -euo pipefail run.sh) >"$work/out" 2>&1 || {
