@@ -86,8 +86,18 @@ func (rt *routing) redactKey(i int, key, v []byte, id string) []byte {
 }
 
 // topObject is the top-level field name of the JSON object v when it is
-// an object, or nil.
+// an object, or nil. It is a copy.
 func topObject(v []byte, name string) []byte {
+	if m := member(v, name); m.Kind() == '{' {
+		return bytes.Clone(m)
+	}
+	return nil
+}
+
+// member is the value of the top-level field name of the JSON object v;
+// nil when v is not one or has no such field. It aliases a decoder's
+// buffer: valid until the next call.
+func member(v []byte, name string) jsontext.Value {
 	dec := jsontext.NewDecoder(bytes.NewReader(v))
 	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
 		return nil
@@ -97,12 +107,12 @@ func topObject(v []byte, name string) []byte {
 		if err != nil {
 			return nil
 		}
-		if k.String() == name && dec.PeekKind() == '{' {
-			o, err := dec.ReadValue()
+		if k.String() == name {
+			m, err := dec.ReadValue()
 			if err != nil {
 				return nil
 			}
-			return bytes.Clone(o)
+			return m
 		}
 		if dec.SkipValue() != nil {
 			return nil
@@ -178,32 +188,16 @@ func propString(props []byte, name string) []byte {
 	if props == nil {
 		return nil
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(props))
-	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
-		return nil
-	}
-	for dec.PeekKind() != '}' {
-		k, err := dec.ReadToken()
+	m := member(props, name)
+	switch m.Kind() {
+	case '"':
+		u, err := jsontext.AppendUnquote(nil, m)
 		if err != nil {
 			return nil
 		}
-		if k.String() != name {
-			if dec.SkipValue() != nil {
-				return nil
-			}
-			continue
-		}
-		v, err := dec.ReadToken()
-		if err != nil {
-			return nil
-		}
-		switch v.Kind() {
-		case '"':
-			return []byte(v.String())
-		case '0', 't', 'f':
-			return []byte(v.String())
-		}
-		return nil
+		return u
+	case '0', 't', 'f':
+		return bytes.Clone(m)
 	}
 	return nil
 }
