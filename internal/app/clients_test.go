@@ -61,7 +61,13 @@ func TestClientsCommand(t *testing.T) {
 	if code, _, errs := run(nil, "add", "--file", path, "web"); code != 1 || !strings.Contains(errs, "already") {
 		t.Errorf("duplicate: exit %d: %s", code, errs)
 	}
+	if code, _, errs := run(nil, "add", "--file", path, "crm", "--ip-policy", "drop", "--redact", "props.email=drop,props.phone=drop"); code != 0 {
+		t.Fatalf("add crm: exit %d: %s", code, errs)
+	}
 	code, out, errs = run(nil, "list", "--file", path)
+	if !strings.Contains(out, "drop") || !strings.Contains(out, "2 rules") {
+		t.Errorf("list: want crm's IP policy and its 2 redaction rules:\n%s", out)
+	}
 	if code != 0 || !strings.Contains(out, "web,ios") || !strings.Contains(out, "web.*") || !strings.Contains(out, "5/s") || !strings.Contains(out, "ops") {
 		t.Errorf("list: exit %d:\n%s%s", code, out, errs)
 	}

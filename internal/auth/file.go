@@ -294,7 +294,7 @@ func RemoveClient(path, id string) error {
 // list`): no secret, nor its hash.
 func PrintClients(w io.Writer, cs []Client) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tGROUPS\tTOPICS\tDEFAULT GROUP\tRATE\tBURST\tADMIN\tCREATED")
+	fmt.Fprintln(tw, "ID\tGROUPS\tTOPICS\tDEFAULT GROUP\tRATE\tBURST\tADMIN\tIP POLICY\tREDACT\tCREATED")
 	dash := func(s string) string {
 		if s == "" {
 			return "-"
@@ -317,11 +317,19 @@ func PrintClients(w io.Writer, cs []Client) error {
 				burst = "auto"
 			}
 		}
+		policy := "-" // --ip-policy's
+		if c.IPPolicy != nil {
+			policy = c.IPPolicy.String()
+		}
+		redact := "-"
+		if len(c.Redact) > 0 {
+			redact = strconv.Itoa(len(c.Redact)) + " rules"
+		}
 		created := "-"
 		if !c.Created.IsZero() {
 			created = c.Created.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\n", c.ID, groups, topics, dash(c.DefaultGroup), rate, burst, c.Admin, created)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\t%s\n", c.ID, groups, topics, dash(c.DefaultGroup), rate, burst, c.Admin, policy, redact, created)
 	}
 	return tw.Flush()
 }
