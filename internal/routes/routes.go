@@ -311,6 +311,15 @@ func compileGlob(g string) pattern {
 	return pattern{kind: patGlob, lit: g}
 }
 
+// first is the byte every string p matches starts with; -1 when there is
+// none (any string, or a glob that starts with *, ? or a class).
+func (p *pattern) first() int16 {
+	if p.kind == patAny || p.lit == "" || strings.ContainsRune(`*?[\`, rune(p.lit[0])) {
+		return -1
+	}
+	return int16(p.lit[0])
+}
+
 // match reports whether s matches p; path.Match's '*' does not match '/'.
 func (p *pattern) match(s string) bool {
 	switch p.kind {
