@@ -3,7 +3,9 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"html/template"
+	"fmt"
+	"html"
+	"io"
 	"mime"
 	"net/http"
 	"strconv"
@@ -85,7 +87,7 @@ func (g *Gateway) serveRoot(w http.ResponseWriter, r *http.Request) {
 	if wantsHTML(r.Header.Get("Accept")) {
 		h.Set("Content-Type", "text/html; charset=utf-8")
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-		_ = rootPage.Execute(w, rt)
+		_, _ = io.WriteString(w, rootPage(rt))
 		return
 	}
 	h.Set("Content-Type", "application/json")
@@ -121,7 +123,9 @@ func withOps(r *http.Request) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), onOpsKey{}, true))
 }
 
-var rootPage = template.Must(template.New("root").Parse(`<!doctype html>
+// rootHead is the root page up to its list, its style inline (the page's
+// Content-Security-Policy allows nothing else).
+const rootHead = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -137,27 +141,48 @@ li { margin: .3rem 0; }
 </head>
 <body>
 <h1>inlet</h1>
-<p class="muted">An event gateway for Kafka{{with .Version}} · {{.}}{{end}}.</p>
-<ul>
-{{- with .Endpoints}}
-{{- if .UI}}
-<li><a href="{{.UI}}">Live events</a>: what arrives, as it arrives{{if $.Auth}} (admin clients){{end}}</li>
-{{- end}}
-{{- if .Example}}
-<li><a href="{{.Example}}">The example shop</a>: a page that sends events with inlet.js</li>
-{{- end}}
-<li><a href="{{$.Docs}}">Documentation</a></li>
-<li><a href="{{.Health}}">{{.Health}}</a> (alive) · <a href="{{.Ready}}">{{.Ready}}</a> (ready, and why not)
-{{- if .Metrics}} · <a href="{{.Metrics}}">{{.Metrics}}</a>{{end}}</li>
-{{- if .Ingest}}
-<li>Send events: <code>POST /v1/batch</code>, <code>POST /v1/track</code>{{if $.Auth}} with a client's credentials{{end}}</li>
-{{- end}}
-{{- if .RPC}}
-<li>Request-reply: <code>POST {{.RPC}}</code></li>
-{{- end}}
-{{- end}}
-</ul>
-<p class="muted">For programs: <code>curl -H 'Accept: application/json'</code> on this address.</p>
-</body>
-</html>
-`))
+`
+
+// rootPage is the HTML of GET / for rt. Written with fmt and
+// html.EscapeString rather than html/template, whose reflection would keep
+// every exported method in the binary (10 MB, docs/container.md).
+func rootPage(rt Root) string {
+	var b strings.Builder
+	esc := html.EscapeString
+	b.WriteString(rootHead)
+	b.WriteString(`<p class="muted">An event gateway for Kafka`)
+	if rt.Version != "" {
+		b.WriteString(" · " + esc(rt.Version))
+	}
+	b.WriteString(".</p>\n<ul>\n")
+	e := rt.Endpoints
+	link := func(path string) string { return `<a href="` + esc(path) + `">` }
+	if e.UI != "" {
+		admin := ""
+		if rt.Auth {
+			admin = " (admin clients)"
+		}
+		fmt.Fprintf(&b, "<li>%sLive events</a>: what arrives, as it arrives%s</li>\n", link(e.UI), admin)
+	}
+	if e.Example != "" {
+		fmt.Fprintf(&b, "<li>%sThe example shop</a>: a page that sends events with inlet.js</li>\n", link(e.Example))
+	}
+	fmt.Fprintf(&b, "<li>%sDocumentation</a></li>\n", link(rt.Docs))
+	fmt.Fprintf(&b, "<li>%s%s</a> (alive) · %s%s</a> (ready, and why not)", link(e.Health), esc(e.Health), link(e.Ready), esc(e.Ready))
+	if e.Metrics != "" {
+		fmt.Fprintf(&b, " · %s%s</a>", link(e.Metrics), esc(e.Metrics))
+	}
+	b.WriteString("</li>\n")
+	if len(e.Ingest) > 0 {
+		creds := ""
+		if rt.Auth {
+			creds = " with a client's credentials"
+		}
+		fmt.Fprintf(&b, "<li>Send events: <code>POST /v1/batch</code>, <code>POST /v1/track</code>%s</li>\n", creds)
+	}
+	if e.RPC != "" {
+		fmt.Fprintf(&b, "<li>Request-reply: <code>POST %s</code></li>\n", esc(e.RPC))
+	}
+	b.WriteString("</ul>\n<p class=\"muted\">For programs: <code>curl -H 'Accept: application/json'</code> on this address.</p>\n</body>\n</html>\n")
+	return b.String()
+}
