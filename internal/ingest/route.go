@@ -17,7 +17,6 @@ import (
 type routing struct {
 	t   *routes.Table
 	in  routes.Input
-	d   routes.Decision
 	evs []routed // per event; nil until one needs it (ev)
 	n   int      // events in the request
 	// drops is how many events were dropped.
@@ -137,7 +136,9 @@ func (rt *routing) redaction(i int) *privacy.Rules {
 // (forbidden_topic): the topic a route chose is checked, not a redirect
 // or overflow topic, which the operator chose.
 func (rt *routing) route(b *event.Batch, i int, e *planned, p auth.Principal) *event.Invalid {
-	in, d := &rt.in, &rt.d
+	in := &rt.in
+	var decision routes.Decision // on the stack: the routing kept per request stays small
+	d := &decision
 	client := in.Client
 	in.Group, in.Event = e.Group, b.NameBytes(i)
 	in.UID, in.AnonID, in.ID = b.UID(i), b.AnonID(i), b.ClientID(i)

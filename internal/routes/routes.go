@@ -92,6 +92,10 @@ const DefaultOverflowKeys = 100_000
 // ErrInvalid wraps every error of a routes file.
 var ErrInvalid = errors.New("invalid routes file")
 
+// MaxEntries is how many routes, and how many rules, a file may have: every
+// event is matched against them in turn.
+const MaxEntries = 10000
+
 // Parse decodes and checks a routes file strictly: unknown fields,
 // duplicate keys, bad globs, templates naming unknown fields, topics Kafka
 // would refuse and rates out of range are errors that name the line.
@@ -104,6 +108,9 @@ func Parse(b []byte) (*File, error) {
 			return nil, fmt.Errorf("%w: empty file", ErrInvalid)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if len(f.Routes) > MaxEntries || len(f.Rules) > MaxEntries {
+		return nil, fmt.Errorf("%w: %d routes and %d rules: at most %d of each", ErrInvalid, len(f.Routes), len(f.Rules), MaxEntries)
 	}
 	var doc yaml.Node
 	_ = yaml.Unmarshal(b, &doc) // decoded above: it cannot fail

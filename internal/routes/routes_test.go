@@ -15,6 +15,7 @@ import (
 func TestParseRefuses(t *testing.T) {
 	t.Parallel()
 	cases := []struct{ name, file, want string }{
+		{"too many routes", "routes:\n" + strings.Repeat("  - topic: a\n", MaxEntries+1), "at most 10000 of each"},
 		{"unknown field", "routes:\n  - topic: a\n    tpoic: b\n", "line 3: field tpoic not found"},
 		{"duplicate key", "routes:\n  - topic: a\n    topic: b\n", "already defined"},
 		{"bad glob", "routes:\n  - topic: a\n  - match: {event: \"[a\"}\n    topic: b\n", "line 3: route 2 (route2): match.event: glob \"[a\""},

@@ -30,8 +30,8 @@ type Input struct {
 // its events, by their event-level patterns alone.
 type plan struct {
 	t              *Table // the Table it was made for; nil: none, try every entry
-	rules, routes  []int32
-	ruleB, routesB [32]int32 // the lists' room, for most files no allocation
+	rules, routes  []int16
+	ruleB, routesB [16]int16 // the lists' room, for most requests no allocation
 }
 
 // Prepare readies in for the Decide calls of one request's events: call it
@@ -43,12 +43,12 @@ func (t *Table) Prepare(in *Input) {
 	p.t, p.rules, p.routes = t, p.ruleB[:0], p.routesB[:0]
 	for i := range t.rules {
 		if t.rules[i].pats[1].match(in.Client) {
-			p.rules = append(p.rules, int32(i))
+			p.rules = append(p.rules, int16(i))
 		}
 	}
 	for i := range t.routes {
 		if t.routes[i].requestMatches(in) {
-			p.routes = append(p.routes, int32(i))
+			p.routes = append(p.routes, int16(i))
 		}
 	}
 }
