@@ -78,7 +78,7 @@ func source(doc []byte) string {
 // `inlet serve -h`.
 func ServeFlags(help []byte) map[string]bool {
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9][a-z0-9-]*)`).FindAllSubmatch(help, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  --?([a-z0-9][a-z0-9-]*)`).FindAllSubmatch(help, -1) {
 		flags[string(m[1])] = true
 	}
 	return flags

@@ -221,7 +221,7 @@ func TestPrintUsage(t *testing.T) {
 
 func TestEnvSlips(t *testing.T) {
 	tf := newTestFlags()
-	environ := []string{"INLET_BROKER=x", "INLET_BROKERS=y", "INLET_TEST_BROKERS=z", "INLET_OTHER_COMMANDS=1", "INLET_UIX=1", "PATH=/bin", "INLET_SPOOL_SYNCS=a"}
+	environ := []string{"INLET_BROKER=x", "INLET_BROKERS=y", "INLET_TEST_BROKERS=z", "INLET_OTHER_COMMANDS=1", "INLET_UIX=1", "PATH=/bin", "INLET_SPOOL_SYNCS=a", "INLET_BIN=./inlet"}
 	got := EnvSlips(tf.fs, environ, func(k string) bool { return k == "INLET_UIX" })
 	want := []string{
 		"inlet serve: INLET_BROKER is not read (no such flag); did you mean INLET_BROKERS?",

@@ -346,7 +346,12 @@ func EnvSlips(fs *flag.FlagSet, environ []string, other func(string) bool) []str
 		if !strings.HasPrefix(k, "INLET_") || slices.Contains(names, k) || other(k) {
 			continue
 		}
+		// A letter or two off; one for a short name (INLET_BIN is not a
+		// slip for INLET_UI: programs set variables of their own).
 		best, bestD := "", 3
+		if len(k)-len("INLET_") <= 4 {
+			bestD = 2
+		}
 		for _, n := range names {
 			if d := distance(k, n); d < bestD {
 				best, bestD = n, d
