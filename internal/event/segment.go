@@ -423,17 +423,18 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 				trait = spanOf(off-head, len(dst)-head)
 			}
 		default: // strings: type, ids, names, dates
-			v, err := d.ReadValue()
-			if err != nil {
-				return dst, f, s.syntaxInvalid(raw, err)
-			}
 			if k == '{' || k == '[' {
-				// ReadValue checked its syntax, not its depth.
 				if sem == nil {
 					sem = invalid(ReasonBadField, "%q must be a string, got %s", segFieldNames[fl], kindName(k))
 				}
-				dst = append(dst, v...)
+				if err := s.skip(); err != nil { // its depth too: ReadValue checks only its syntax
+					return dst, f, s.syntaxInvalid(raw, err)
+				}
 				continue
+			}
+			v, err := d.ReadValue()
+			if err != nil {
+				return dst, f, s.syntaxInvalid(raw, err)
 			}
 			vals[fl].raw = v
 			if k != '"' && k != 'n' && sem == nil {
@@ -468,11 +469,11 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 	if _, err := d.ReadToken(); err != nil { // '}'
 		return dst, f, s.syntaxInvalid(raw, err)
 	}
-	if sem != nil {
-		return dst, f, sem
-	}
 	if end := int(d.InputOffset()); firstNonSpace(raw[end:]) >= 0 {
 		return dst, f, invalid(ReasonMalformed, "malformed JSON at byte offset %d: data after the message object", end+firstNonSpace(raw[end:]))
+	}
+	if sem != nil {
+		return dst, f, sem
 	}
 	// The type: as sent, else the path's.
 	t := typ

@@ -102,6 +102,7 @@ func FuzzSegment(f *testing.F) {
 	add(`{"type":"track","event":"a","userId":"u","properties":{"a":`+strings.Repeat("[", 62)+strings.Repeat("]", 62)+`}}`, 0)
 	add(`{"type":"track","event":"a","userId":"u","properties":{"a":`+strings.Repeat("[", 63)+strings.Repeat("]", 63)+`}}`, 0)
 	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"context":{"a":`+strings.Repeat("[", 61)+strings.Repeat("]", 61)+`}}`, 0)
+	add(`{"type":`+strings.Repeat("[", 64)+strings.Repeat("]", 64)+`,"event":"a","userId":"u"}`, 0)
 	add(`{"type":"track","event":"a","userId":"u"} {}`, 0) // data after the message
 	add(` [1] `, 0)
 	add(``, 0)
