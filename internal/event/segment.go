@@ -291,7 +291,8 @@ func segFieldOf(name []byte) segField {
 // examples of the other calls carry no ids); ids strings; timestamp and sentAt
 // ISO 8601 dates; context, properties, traits and integrations objects.
 // A "writeKey" (analytics.js sends its key in the body) is left out of the
-// record: it is a secret.
+// record: it is a secret. A null "type" or "messageId" is as none: the
+// record has the path's type and inlet's id in its place.
 // Its name is "event" for a track, "type:name" for a page or screen with
 // a name, else the type. sb is the batch wrapper's (nil: none). The
 // record gets the enrichment in its SegmentField object, and a messageId
@@ -376,7 +377,10 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 			_, err := d.ReadToken()
 			return dst, f, s.syntaxInvalid(raw, err)
 		}
-		if fl == sWriteKey { // a secret: never in a record
+		// writeKey is a secret: never in a record. A null type or
+		// messageId is none: the record gets the path's type, inlet's id
+		// (it must not hold the name twice).
+		if fl == sWriteKey || (k == 'n' && (fl == sType || fl == sMessageID)) {
 			if err := s.skip(); err != nil {
 				return dst, f, s.syntaxInvalid(raw, err)
 			}
