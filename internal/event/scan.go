@@ -47,9 +47,10 @@ type fields struct {
 	group     span
 	groupKind jsontext.Kind
 	// seg: a Segment message (Batch.AddSegment); segTS its corrected
-	// timestamp, in ns since the epoch.
+	// timestamp (a time.Time: a device's clock may say any year of 0 to
+	// 9999, past what ns since the epoch hold).
 	seg   bool
-	segTS int64
+	segTS time.Time
 }
 
 // scanner validates an event and re-emits it in one pass of a

@@ -566,14 +566,14 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 			sent = sb.SentAt
 		}
 		if !sent.IsZero() {
-			ts = now.Add(-sent.Sub(t))
+			ts = skewed(now, t, sent)
 		}
 	} else if sv := vals[sSentAt]; sv.kind == '"' {
 		if _, bad := segmentTime("sentAt", sv.raw); bad != nil {
 			return dst, f, bad
 		}
 	}
-	f.segTS = ts.UnixNano()
+	f.segTS = ts
 	if t == "identify" || t == "group" {
 		props = trait
 	}
@@ -581,7 +581,13 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 	return dst, f, nil
 }
 
-// unquote is a valid JSON string's value.
+// skewed is now - (sent - t), the spec's correction of t, a device's
+// time, by how far its clock, which said sent, is off. It is exact: a
+// time.Duration would saturate past 292 years between two dates.
+func skewed(now, t, sent time.Time) time.Time {
+	return time.Unix(now.Unix()+t.Unix()-sent.Unix(), int64(now.Nanosecond()+t.Nanosecond()-sent.Nanosecond()))
+}
+
 // segmentType is the type t names: one of the spec's as a constant (no
 // copy per message), else t copied.
 func segmentType(t []byte) string {
@@ -602,6 +608,7 @@ func segmentType(t []byte) string {
 	return string(t)
 }
 
+// unquote is a valid JSON string's value.
 func unquote(q []byte) []byte {
 	if c := quoted(q); !hasEscape(c) {
 		return c
@@ -612,13 +619,12 @@ func unquote(q []byte) []byte {
 
 // appendSegmentTail closes a Segment message's record: its SegmentField
 // object from tail (appendMeta's, which starts with a comma), the
-// corrected timestamp ts (ns since the epoch), extra (the batch's), the
-// group and code.
-func appendSegmentTail(out, tail []byte, ts int64, extra []byte, group string, code int64) []byte {
+// corrected timestamp ts, extra (the batch's), the group and code.
+func appendSegmentTail(out, tail []byte, ts time.Time, extra []byte, group string, code int64) []byte {
 	out = append(out, `,"`+SegmentField+`":{`...)
 	out = append(out, tail[1:]...)
 	out = append(out, `,"timestamp":"`...)
-	out = AppendTime(out, time.Unix(0, ts))
+	out = AppendTime(out, ts)
 	out = append(out, '"')
 	out = append(out, extra...)
 	out = appendGroupCode(out, group, code)

@@ -115,6 +115,8 @@ func FuzzSegment(f *testing.F) {
 	// Dates: zones, no zone, far off, the batch's sentAt against the
 	// message's.
 	add(`{"type":"track","event":"a","userId":"u","timestamp":"2026-12-05T11:59:00Z","sentAt":"2026-12-05T11:59:30.25Z"}`, 0)
+	add(`{"batch":[{"type":"track","event":"a","userId":"u","timestamp":"2300-01-01T00:00:00Z"},{"type":"track","event":"a","userId":"u","timestamp":"1600-01-01T00:00:00+01:00","sentAt":"2026-12-05T12:00:00Z"}]}`, 0)
+	add(`{"batch":[{"type":"track","event":"a","userId":"u","timestamp":"9999-12-31T23:59:59.999999999Z"},{"type":"track","event":"a","userId":"u","timestamp":"0001-01-01T00:00:00Z","sentAt":"9999-01-01T00:00:00Z"}],"sentAt":"0001-01-01T00:00:00Z"}`, 0)
 	add(`{"type":"track","event":"a","userId":"u","timestamp":"2026-13-05T11:59:00Z"}`, 0)
 	// Limits: names, ids, the message's size.
 	add(`{"type":"track","event":"`+strings.Repeat("é", 128)+`","userId":"u"}`, 0)
