@@ -2,7 +2,9 @@ package event
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -76,14 +78,19 @@ func SegmentWriteKey(raw []byte) string {
 }
 
 // topLevel calls f with each top-level name (quoted, as sent) and value
-// of the object raw, by its framing only, until f returns false or the
-// framing breaks.
+// of the object raw, by its framing only (strings and brackets, the
+// colons and commas between them), until f returns false or the framing
+// breaks. It reports whether raw is framed as one object, nothing but
+// space after it, up to where f stopped.
 func topLevel(raw []byte, f func(name, value []byte) bool) bool {
 	i := skipSpace(raw, 0)
 	if i == len(raw) || raw[i] != '{' {
 		return false
 	}
 	i = skipSpace(raw, i+1)
+	if i < len(raw) && raw[i] == '}' {
+		return skipSpace(raw, i+1) == len(raw)
+	}
 	for i < len(raw) && raw[i] == '"' {
 		ne, ok := stringEnd(raw, i)
 		if !ok {
@@ -106,11 +113,19 @@ func topLevel(raw []byte, f func(name, value []byte) bool) bool {
 			return true
 		}
 		i = skipSpace(raw, ve)
-		if i < len(raw) && raw[i] == ',' {
+		if i == len(raw) {
+			return false
+		}
+		switch raw[i] {
+		case '}':
+			return skipSpace(raw, i+1) == len(raw)
+		case ',':
 			i = skipSpace(raw, i+1)
+		default:
+			return false
 		}
 	}
-	return i < len(raw) && raw[i] == '}'
+	return false
 }
 
 // FrameSegment cuts a Segment batch body, an object with a "batch" array
@@ -119,7 +134,10 @@ func topLevel(raw []byte, f func(name, value []byte) bool) bool {
 // messages, appended to dst, and reads the wrapper. ok is false when body
 // is not such an object (or holds more than maxEvents messages): the
 // caller frames it as inlet's own body (Frame), which says what is wrong.
-// err rejects a well-framed wrapper whose fields are wrong.
+// err rejects a well-framed wrapper whose fields are wrong: the wrapper is
+// strict JSON as a message is (names matched as decoded), its context and
+// integrations nested so that the records, which hold them two levels
+// deeper, are too.
 //
 // The returned slices alias body; the messages' insides are unchecked, as
 // Frame leaves them.
@@ -132,21 +150,39 @@ func FrameSegment(dst [][]byte, body []byte, maxEvents int) (items [][]byte, w S
 	seen := map[string]bool{}
 	var extra []byte
 	good := topLevel(b, func(name, v []byte) bool {
-		key := string(name)
+		if !jsontext.Value(name).IsValid() {
+			err = wrapperFault(body, name, "a name of the batch")
+			return false
+		}
+		key := string(unquote(name))
 		if seen[key] {
-			err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: fmt.Sprintf("the batch's field %s appears twice", key)}
+			err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: fmt.Sprintf("the batch's field %s appears twice", Quote(key))}
 			return false
 		}
 		seen[key] = true
+		if key != "batch" {
+			limit := MaxDepth - 1
+			if key == "context" || key == "integrations" {
+				limit = MaxDepth - 2 // in each record's inlet object
+			}
+			if !jsontext.Value(v).IsValid() {
+				err = wrapperFault(body, v, "the batch's "+Quote(key))
+				return false
+			}
+			if d := depthOf(v); d > limit {
+				err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: fmt.Sprintf("the batch's %s nests objects and arrays %d deep; the limit is %d", Quote(key), d, limit)}
+				return false
+			}
+		}
 		switch key {
-		case `"batch"`:
+		case "batch":
 			var fine bool
 			if dst, fine = frameArray(dst, v, maxEvents); !fine {
 				ok = false
-				seen[`"batch"`] = false
+				seen["batch"] = false
 				return false
 			}
-		case `"sentAt"`:
+		case "sentAt":
 			if v[0] == 'n' {
 				break
 			}
@@ -156,29 +192,25 @@ func FrameSegment(dst [][]byte, body []byte, maxEvents int) (items [][]byte, w S
 				return false
 			}
 			w.SentAt = t
-		case `"writeKey"`:
+		case "writeKey":
 			if v[0] != '"' {
 				err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: "the batch's \"writeKey\" must be a string"}
 				return false
 			}
-			k, e := jsontext.AppendUnquote(nil, v)
-			if e != nil {
-				err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: "the batch's \"writeKey\" is not a valid JSON string"}
-				return false
-			}
-			w.WriteKey = string(k)
-		case `"context"`, `"integrations"`:
+			w.WriteKey = string(unquote(v))
+		case "context", "integrations":
 			if v[0] == 'n' {
 				break
 			}
-			val := jsontext.Value(bytes.Clone(v))
-			if v[0] != '{' || val.Compact() != nil {
-				err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: fmt.Sprintf("the batch's %s must be a JSON object", key)}
+			if v[0] != '{' {
+				err = &BodyError{Err: ErrMalformed, Offset: -1, Msg: fmt.Sprintf("the batch's %q must be a JSON object", key)}
 				return false
 			}
+			val := jsontext.Value(bytes.Clone(v))
+			_ = val.Compact() // valid: it cannot fail
 			extra = append(extra, `,"batch_`...)
-			extra = append(extra, key[1:]...)
-			extra = append(extra, ':')
+			extra = append(extra, key...)
+			extra = append(extra, `":`...)
 			extra = append(extra, val...)
 		default:
 			// timestamp, messageId and others: the messages carry their own.
@@ -188,11 +220,44 @@ func FrameSegment(dst [][]byte, body []byte, maxEvents int) (items [][]byte, w S
 	if err != nil {
 		return dst[:n], SegmentBatch{}, false, err
 	}
-	if !good || !seen[`"batch"`] || len(dst) == n {
+	if !good || !seen["batch"] || len(dst) == n {
 		return dst[:n], SegmentBatch{}, false, nil
 	}
 	w.Extra = extra
 	return dst, w, true, nil
+}
+
+// wrapperFault is the error of body, a Segment batch, whose part v (a
+// name or a value of the wrapper, aliasing body), what, is not strict
+// JSON: where and why.
+func wrapperFault(body, v []byte, what string) *BodyError {
+	_, err := jsontext.NewDecoder(bytes.NewReader(v)).ReadValue()
+	var se *jsontext.SyntacticError
+	if !errors.As(err, &se) {
+		return &BodyError{Err: ErrMalformed, Offset: -1, Msg: "malformed JSON in " + what}
+	}
+	off := int64(cap(body)-cap(v)) + se.ByteOffset
+	return &BodyError{Err: ErrMalformed, Offset: off,
+		Msg: fmt.Sprintf("malformed JSON at byte offset %d, in %s: %s", off, what, strings.TrimPrefix(se.Err.Error(), "jsontext: "))}
+}
+
+// depthOf is how deeply v, valid JSON, nests objects and arrays: 0 for a
+// scalar.
+func depthOf(v []byte) int {
+	d, deepest := 0, 0
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '"':
+			e, _ := stringEnd(v, i)
+			i = e - 1
+		case '{', '[':
+			d++
+			deepest = max(deepest, d)
+		case '}', ']':
+			d--
+		}
+	}
+	return deepest
 }
 
 // frameArray cuts the JSON array v into its elements, as frameJSON does.

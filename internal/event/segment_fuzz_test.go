@@ -83,6 +83,15 @@ func FuzzSegment(f *testing.F) {
 	add(`{"writeKey":"k\u00e9y","messageId":"x","sentAt":"2026-12-05T12:00:10.5+01:00","batch":[{"type":"track","event":"a","anonymousId":"a","timestamp":"2026-12-05T11:00:00"}] , "context":{"library":{"name":"analytics-go"}},"integrations":{"All":false,"Mixpanel":true},"timestamp":"now"}`, planned)
 	add("\xef\xbb\xbf { \"batch\" : [ {\"type\":\"page\",\"userId\":\"u\",\"sentAt\":\"2026-12-05T12:00:00+0000\",\"timestamp\":\"2026-12-05T11:59:59.999999999-0000\"} ] , \"context\" : null , \"sentAt\" : null } ", 0)
 	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"batch":[{}]}`, 0)                                                                                                   // batch twice
+	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"b\u0061tch":[{}]}`, 0)                                                                                              // batch twice, escaped
+	add(`{"b\u0061tch":[{"type":"track","event":"a","userId":"u"}],"c\u006fntext":{"a":1}}`, 0)                                                                                    // names as decoded
+	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"context":{"a":1,"a":2}}`, 0)                                                                                        // a name twice in the context
+	add(`{"batch":[{"type":"track","event":"a","userId":"u"}] "sentAt":null}`, 0)                                                                                                  // no comma
+	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],}`, 0)                                                                                                               // a comma too many
+	add(`{"batch":[{"type":"track","event":"a","userId":"u"}]} {}`, 0)                                                                                                             // data after the batch
+	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"x":tru}`, 0)                                                                                                        // a broken literal beside the batch
+	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"x":"\q"}`, 0)                                                                                                       // a broken escape beside the batch
+	add("{\"batch\":[{\"type\":\"track\",\"event\":\"a\",\"userId\":\"u\"}],\"x\xff\":1,\"writeKey\":\"\\udc00\"}", 0)                                                             // bad UTF-8, a lone surrogate
 	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"sentAt":"yesterday"}`, 0)                                                                                           // not a date
 	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"context":[1],"writeKey":1}`, 0)                                                                                     // not an object, not a string
 	add(`{"batch":[{"type":"track","event":"a","userId":"u"},tru,{"type":"page",}]}`, 0)                                                                                           // broken messages
@@ -106,6 +115,7 @@ func FuzzSegment(f *testing.F) {
 	add(`{"type":"track","event":"a","userId":"u","properties":{"a":`+strings.Repeat("[", 63)+strings.Repeat("]", 63)+`}}`, 0)
 	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"context":{"a":`+strings.Repeat("[", 61)+strings.Repeat("]", 61)+`}}`, 0)
 	add(`{"type":`+strings.Repeat("[", 64)+strings.Repeat("]", 64)+`,"event":"a","userId":"u"}`, 0)
+	add(`{"batch":[{"type":"track","event":"a","userId":"u"}],"context":{"a":`+strings.Repeat("[", 62)+strings.Repeat("]", 62)+`}}`, 0)
 	add(`{"type":"track","event":"a","userId":"u"} {}`, 0) // data after the message
 	add(` [1] `, 0)
 	add(``, 0)
