@@ -351,10 +351,12 @@ func segFieldOf(name []byte) segField {
 // reads it, but every top-level field is kept as sent (nulls too), and the
 // rules are the spec's: "type" one of SegmentTypes (when absent, typ, the
 // type a path like /v1/identify implies, is added to the record; "" for
-// none), a track's "event", an identify's userId or anonymousId, an
-// alias' userId and previousId, a group's groupId (the spec's own
-// examples of the other calls carry no ids); ids strings; timestamp and sentAt
-// ISO 8601 dates; context, properties, traits and integrations objects.
+// none), a userId or anonymousId on every call ("A userId or an
+// anonymousId is required", the spec's HTTP API says of each; the
+// examples of its call pages leave the common fields out), an alias'
+// userId and previousId, a track's "event", a group's groupId; ids
+// strings; timestamp and sentAt ISO 8601 dates; context, properties,
+// traits and integrations objects.
 // A "writeKey" (analytics.js sends its key in the body) is left out of the
 // record: it is a secret. A null "type" or "messageId" is as none: the
 // record has the path's type and inlet's id in its place.
@@ -594,8 +596,8 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 		if empty(sUserID) || empty(sPreviousID) {
 			return dst, f, invalid(ReasonMissingField, "an alias needs \"userId\" and \"previousId\", non-empty strings")
 		}
-	case t == "identify" && empty(sUserID) && empty(sAnonID):
-		return dst, f, invalid(ReasonMissingField, "an identify needs \"userId\" or \"anonymousId\", a non-empty string")
+	case empty(sUserID) && empty(sAnonID):
+		return dst, f, invalid(ReasonMissingField, "%s needs \"userId\" or \"anonymousId\", a non-empty string: the spec requires one on every call", segmentCall(t))
 	case t == "group" && empty(sGroupID):
 		return dst, f, invalid(ReasonMissingField, "a group needs \"groupId\", a non-empty string")
 	}
@@ -651,6 +653,14 @@ func (s *scanner) walkSegment(dst, raw []byte, now time.Time, typ string, sb *Se
 // time.Duration would saturate past 292 years between two dates.
 func skewed(now, t, sent time.Time) time.Time {
 	return time.Unix(now.Unix()+t.Unix()-sent.Unix(), int64(now.Nanosecond()+t.Nanosecond()-sent.Nanosecond()))
+}
+
+// segmentCall is t, one of SegmentTypes, with its article, for messages.
+func segmentCall(t string) string {
+	if t == "identify" || t == "alias" {
+		return "an " + t
+	}
+	return "a " + t
 }
 
 // segmentType is the type t names: one of the spec's as a constant (no

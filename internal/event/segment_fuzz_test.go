@@ -121,7 +121,9 @@ func FuzzSegment(f *testing.F) {
 	add(``, 0)
 	// writeKey is a secret: never in a record; the key and id.
 	add(`{"type":"track","event":"a","anonymousId":"a1","writeKey":"secret","wr\u0069teKey":1}`, 0)
-	add(`{"type":"track","event":"a","userId":"","anonymousId":"","messageId":"m"}`, 0)
+	add(`{"type":"track","event":"a","userId":"","anonymousId":"","messageId":"m"}`, 0) // no id: the spec requires one on every call
+	add(`{"type":"page","name":"Home","anonymousId":"\u0061"}`, 3)
+	add(`{"type":"alias","previousId":"p","anonymousId":"a"}`, 6)
 	// Dates: zones, no zone, far off, the batch's sentAt against the
 	// message's.
 	add(`{"type":"track","event":"a","userId":"u","timestamp":"2026-12-05T11:59:00Z","sentAt":"2026-12-05T11:59:30.25Z"}`, 0)
@@ -495,8 +497,8 @@ func refSegment(msg map[string]any, typ string, sb *event.SegmentBatch) refMessa
 	case t == "alias" && (uid == "" || str("previousId") == ""):
 		r.why = "an alias without userId and previousId"
 		return r
-	case t == "identify" && uid == "" && aid == "":
-		r.why = "an identify without userId or anonymousId"
+	case uid == "" && aid == "":
+		r.why = "no userId or anonymousId"
 		return r
 	case t == "group" && str("groupId") == "":
 		r.why = "a group without groupId"

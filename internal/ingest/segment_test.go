@@ -130,15 +130,15 @@ func TestSegmentErrors(t *testing.T) {
 		status           int
 		code, msg        string
 	}{
-		{"wrong key as Basic user", "/v1/batch", `{"batch":[{"type":"track","event":"a"}]}`, []string{"Authorization", segmentBasic("wrong")}, 401, "invalid_write_key", "credentials refused"},
+		{"wrong key as Basic user", "/v1/batch", `{"batch":[{"type":"track","event":"a","userId":"u"}]}`, []string{"Authorization", segmentBasic("wrong")}, 401, "invalid_write_key", "credentials refused"},
 		{"wrong key as Basic user, inlet's events", "/v1/batch", `[{"event":"a"}]`, []string{"Authorization", segmentBasic("wrong")}, 401, "invalid_write_key", "credentials refused"},
 		{"a form Content-Type (rudder-sdk-node)", "/v1/batch", `{"batch":[{"type":"track","event":"a","userId":"u","messageId":"form-1"}]}`, []string{"Content-Type", "application/x-www-form-urlencoded", "Authorization", segmentBasic("web-secret-0123456789")}, 200, "", ""},
-		{"wrong key in the body", "/v1/batch", `{"batch":[{"type":"track","event":"a"}],"writeKey":"wrong"}`, nil, 401, "invalid_write_key", "write key refused"},
-		{"wrong key in a message", "/v1/t", `{"type":"track","event":"a","writeKey":"wrong"}`, nil, 401, "invalid_write_key", "write key refused"},
+		{"wrong key in the body", "/v1/batch", `{"batch":[{"type":"track","event":"a","userId":"u"}],"writeKey":"wrong"}`, nil, 401, "invalid_write_key", "write key refused"},
+		{"wrong key in a message", "/v1/t", `{"type":"track","event":"a","userId":"u","writeKey":"wrong"}`, nil, 401, "invalid_write_key", "write key refused"},
 		{"no key", "/v1/identify", `{"userId":"u"}`, nil, 401, "invalid_write_key", "no Authorization header"},
 		{"every message bad", "/v1/batch", `{"batch":[{"type":"track","userId":"u"}],"sentAt":"2026-11-30T11:12:10Z"}`, good, 400, "invalid_message", `message 0: a track needs "event"`},
 		{"malformed body", "/v1/b", `{"batch":[{"type":"track",}]}`, good, 400, "invalid_request", "malformed JSON"},
-		{"bad wrapper", "/v1/batch", `{"batch":[{"type":"track","event":"a"}],"sentAt":"soon"}`, good, 400, "invalid_request", `"sentAt"`},
+		{"bad wrapper", "/v1/batch", `{"batch":[{"type":"track","event":"a","userId":"u"}],"sentAt":"soon"}`, good, 400, "invalid_request", `"sentAt"`},
 		{"type against the path", "/v1/identify", `{"type":"track","event":"a","userId":"u"}`, good, 400, "invalid_message", "sent to the identify call"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,7 +167,7 @@ func TestSegmentErrors(t *testing.T) {
 		t.Errorf("inlet batch with a wrapper field: answer %s, want inlet's 400", r)
 	}
 	h.sink.setFail(failFull)
-	r := h.do(t, "POST", "/v1/batch", []byte(`{"batch":[{"type":"track","event":"a"}]}`), good...)
+	r := h.do(t, "POST", "/v1/batch", []byte(`{"batch":[{"type":"track","event":"a","userId":"u"}]}`), good...)
 	if a := decodeSegment(t, r); r.status != 503 || a.Code != "unavailable" || r.header.Get("Retry-After") == "" {
 		t.Errorf("full sink: answer %s %v, want 503, code unavailable, Retry-After", r, r.header)
 	}
@@ -178,7 +178,7 @@ func TestSegmentErrors(t *testing.T) {
 func TestSegmentAckNone(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, func(c *Config) { c.AckStatus = http.StatusAccepted })
-	if r := h.do(t, "POST", "/v1/batch", []byte(`{"batch":[{"type":"track","event":"a"}]}`)); r.status != 200 {
+	if r := h.do(t, "POST", "/v1/batch", []byte(`{"batch":[{"type":"track","event":"a","userId":"u"}]}`)); r.status != 200 {
 		t.Errorf("answer %s, want 200", r)
 	}
 	if r := h.do(t, "POST", "/v1/batch", []byte(`[{"event":"a"}]`)); r.status != 202 {
