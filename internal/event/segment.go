@@ -44,16 +44,16 @@ type SegmentBatch struct {
 }
 
 // IsSegment reports whether raw, one message as sent, is a Segment
-// message: a JSON object with a top-level "type". It reads only the
-// framing of raw (Batch.AddSegment validates it); inlet's own events never
-// carry "type".
+// message: a JSON object with a top-level "type" (the name as decoded, as
+// Batch.AddSegment reads it). It reads only the framing of raw
+// (Batch.AddSegment validates it); inlet's own events never carry "type".
 func IsSegment(raw []byte) bool {
-	if !bytes.Contains(raw, []byte(`"type"`)) {
+	if !bytes.Contains(raw, []byte(`"type"`)) && bytes.IndexByte(raw, '\\') < 0 { // no name with an escape either
 		return false
 	}
 	found := false
 	topLevel(raw, func(name, _ []byte) bool {
-		found = string(name) == `"type"`
+		found = string(unquote(name)) == "type"
 		return !found
 	})
 	return found
@@ -64,7 +64,7 @@ func IsSegment(raw []byte) bool {
 func SegmentWriteKey(raw []byte) string {
 	key := ""
 	topLevel(raw, func(name, v []byte) bool {
-		if string(name) != `"writeKey"` {
+		if string(unquote(name)) != "writeKey" {
 			return true
 		}
 		if len(v) >= 2 && v[0] == '"' {

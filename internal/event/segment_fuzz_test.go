@@ -64,19 +64,20 @@ func FuzzSegment(f *testing.F) {
 	add(`{"type":"screen","userId":"u1","properties":{}}`, 0)
 	add(`{"type":"group","groupId":"g1","userId":"u1","traits":{"employees":420}}`, 0)
 	add(`{"type":"alias","previousId":"old","userId":"u1"}`, 0)
-	add(`{"userId":"u1","traits":{"a":1}}`, 2)                             // /v1/identify: the type from the path
-	add(`{"type":"track","event":"x","userId":"u1"}`, 3)                   // a track sent to /v1/page
-	add(`{"type":"purchase","userId":"u1"}`, 0)                            // no call of the spec
-	add(`{"event":"x","userId":"u1"}`, 0)                                  // no type
-	add(`{"type":"track","userId":"u1"}`, 0)                               // a track without event
-	add(`{"type":"identify","userId":"","anonymousId":null}`, 0)           // no id
-	add(`{"type":"group","userId":"u"}`, 0)                                // no groupId
-	add(`{"type":"alias","userId":"u","anonymousId":"a"}`, 0)              // no previousId
-	add(`{"type":"track","event":"x","anonymousId":"a","timestamp":5}`, 0) // not a date
-	add(`{"type":"track","event":"x","userId":7}`, 0)                      // an id not a string
-	add(`{"type":"track","event":"x","userId":"u","properties":[1]}`, 0)   // not an object
-	add(`{"type":"track","event":"x","userId":"u","inlet":{"ip":"x"}}`, 0) // inlet's own field
-	add(`{"type":"track","event":"x","userId":"u","in\u006cet":1}`, 0)     // the same, escaped
+	add(`{"userId":"u1","traits":{"a":1}}`, 2)                                          // /v1/identify: the type from the path
+	add(`{"type":"track","event":"x","userId":"u1"}`, 3)                                // a track sent to /v1/page
+	add(`{"type":"purchase","userId":"u1"}`, 0)                                         // no call of the spec
+	add(`{"event":"x","userId":"u1"}`, 0)                                               // no type
+	add(`{"type":"track","userId":"u1"}`, 0)                                            // a track without event
+	add(`{"type":"identify","userId":"","anonymousId":null}`, 0)                        // no id
+	add(`{"type":"group","userId":"u"}`, 0)                                             // no groupId
+	add(`{"type":"alias","userId":"u","anonymousId":"a"}`, 0)                           // no previousId
+	add(`{"type":"track","event":"x","anonymousId":"a","timestamp":5}`, 0)              // not a date
+	add(`{"type":"track","event":"x","userId":7}`, 0)                                   // an id not a string
+	add(`{"type":"track","event":"x","userId":"u","properties":[1]}`, 0)                // not an object
+	add(`{"type":"track","event":"x","userId":"u","inlet":{"ip":"x"}}`, 0)              // inlet's own field
+	add(`{"type":"track","event":"x","userId":"u","in\u006cet":1}`, 0)                  // the same, escaped
+	add(`{"t\u0079pe":"track","event":"a","userId":"u","wr\u0069teKey":"k\u0065y"}`, 0) // a type and writeKey named with escapes
 	// Batches: the wrapper's fields in any order, with the clock skew of
 	// sentAt, context and integrations, writeKey.
 	add(`{"batch":[{"type":"identify","userId":"u1","traits":{"plan":"pro"},"messageId":"m-1"},{"type":"track","event":"Order Completed","userId":"u1","properties":{"total":30},"timestamp":"2026-12-05T10:00:00Z","messageId":"m-2"},{"type":"track","userId":"u1","messageId":"m-3"}],"sentAt":"2026-12-05T10:00:02Z"}`, 0)
@@ -324,6 +325,7 @@ func checkFrameSegment(tb testing.TB, body []byte, items [][]byte, w event.Segme
 // writeKey, plus the messageId and type when absent and the inlet object.
 func checkSegment(tb testing.TB, raw []byte, typ string, sb *event.SegmentBatch, extra map[string]any, m segMode) {
 	tb.Helper()
+	isSeg, key := event.IsSegment(raw), event.SegmentWriteKey(raw)
 	b := event.NewBatch("events", segMeta, m.limit)
 	defer b.Release()
 	bad := b.AddSegment(raw, typ, sb)
@@ -348,6 +350,10 @@ func checkSegment(tb testing.TB, raw []byte, typ string, sb *event.SegmentBatch,
 	if !isObject {
 		wantReason(event.ReasonNotObject, "not an object")
 		return
+	}
+	_, hasType := msg["type"]
+	if wk, _ := msg["writeKey"].(string); isSeg != hasType || key != wk {
+		tb.Fatalf("IsSegment(%q) = %v, SegmentWriteKey %q; want %v, %q", raw, isSeg, key, hasType, wk)
 	}
 	ref := refSegment(msg, typ, sb)
 	if ref.why != "" {
@@ -407,7 +413,7 @@ func checkSegment(tb testing.TB, raw []byte, typ string, sb *event.SegmentBatch,
 	for _, h := range r.Headers {
 		headers[h.Key] = string(h.Value)
 	}
-	key := ref.key
+	key = ref.key
 	if key == "" {
 		key = id
 	}
