@@ -64,7 +64,8 @@ func FuzzSegment(f *testing.F) {
 	add(`{"type":"screen","userId":"u1","properties":{}}`, 0)
 	add(`{"type":"group","groupId":"g1","userId":"u1","traits":{"employees":420}}`, 0)
 	add(`{"type":"alias","previousId":"old","userId":"u1"}`, 0)
-	add(`{"userId":"u1","traits":{"a":1}}`, 2)                                          // /v1/identify: the type from the path
+	add(`{"userId":"u1","traits":{"a":1}}`, 2)
+	add(`{"userId":"u","anonymousId":"a"}`, 2)                                          // the key: userId before anonymousId                                          // /v1/identify: the type from the path
 	add(`{"type":"track","event":"x","userId":"u1"}`, 3)                                // a track sent to /v1/page
 	add(`{"type":"purchase","userId":"u1"}`, 0)                                         // no call of the spec
 	add(`{"event":"x","userId":"u1"}`, 0)                                               // no type
