@@ -195,26 +195,35 @@ func (t *tally) count(m *Metrics, mode catalog.Mode) {
 	}
 }
 
-// recordsPlanned is records with credentials or a catalog: each event gets
-// its client and group; the client must be allowed the group; with a
-// catalog, one Resolve answers the distinct keys of the request's valid
-// events, and each event gets its code or is checked against the plan.
-// Each event was read once (Batch.Add, in add) and its record is laid out
-// once its code is known (Batch.Build).
+// recordsPlanned is records with credentials, a catalog or routes: each
+// event gets its client and group; the client must be allowed the group;
+// with a catalog, one Resolve answers the distinct keys of the request's
+// valid events, and each event gets its code or is checked against the
+// plan; then the routes decide. Each event was read once (Batch.Add, in
+// add) and its record is laid out once its code is known (Batch.Build).
+// An event's rejection is kept in b (Reject, Invalid).
 func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
-	evs := make([]planned, len(items))
-	bads := make([]*event.Invalid, len(items))
 	var (
+		rt      *routing // nil: no routes
+		routing routing
+	)
+	if s.routes != nil {
+		rt = &routing
+		rt.init(s.routes.Load(), r, endpoint, meta.Client, len(items))
+	}
+	var (
+		evs   []planned // with a catalog: each event's, for apply once Resolve answered
 		keys  []catalog.Key
 		keyOf []int // per event: its key's index in keys, -1 for none
 		index map[catalog.Key]int
 	)
 	if s.cat != nil {
+		evs = make([]planned, len(items))
 		keyOf = make([]int, len(items))
 		index = make(map[catalog.Key]int, len(items))
 	}
 	for i := range items {
-		e := &evs[i]
+		var e planned
 		bad := b.Invalid(i)
 		if bad == nil {
 			if s.auth != nil || s.cat != nil { // routes alone read the name in place
@@ -228,62 +237,53 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 					Msg: fmt.Sprintf("client %q may not send events of group %q", clientID(p), e.Group)}
 			}
 		}
-		bads[i] = bad
-		if s.cat == nil {
+		if bad != nil {
+			b.Reject(i, bad)
+			if keyOf != nil {
+				keyOf[i] = -1
+			}
 			continue
 		}
-		keyOf[i] = -1
-		if bad == nil {
-			k := catalog.Key{Group: e.Group, Name: e.Event}
-			j, ok := index[k]
-			if !ok {
-				j = len(keys)
-				index[k] = j
-				keys = append(keys, k)
-			}
-			keyOf[i] = j
+		if s.cat == nil { // nothing to wait for: decided now
+			s.place(b, i, &e, rt, p)
+			continue
 		}
-	}
-	var res []catalog.Result
-	if len(keys) > 0 {
-		res = make([]catalog.Result, len(keys))
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.WriteTimeout)
-		s.cat.Resolve(ctx, keys, res)
-		cancel()
+		evs[i] = e
+		k := catalog.Key{Group: e.Group, Name: e.Event}
+		j, ok := index[k]
+		if !ok {
+			j = len(keys)
+			index[k] = j
+			keys = append(keys, k)
+		}
+		keyOf[i] = j
 	}
 
-	var rt *routing
-	if s.routes != nil {
-		rt = newRouting(s.routes.Load(), r, endpoint, meta.Client, len(items))
-	}
 	var t tally
 	// viols[i] are the violations of event i: let through in its header
 	// when it is accepted, or why it was rejected.
 	var viols [][]catalog.Violation // with a catalog only
-	if s.cat != nil {
+	if len(keys) > 0 {
+		res := make([]catalog.Result, len(keys))
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), s.cfg.WriteTimeout)
+		s.cat.Resolve(ctx, keys, res)
+		cancel()
 		viols = make([][]catalog.Violation, len(items))
-	}
-	for i := range items {
-		e := &evs[i]
-		if bads[i] == nil && keyOf != nil && keyOf[i] >= 0 {
-			e.Props = b.Props(i) // valid until Build
-			var warn, reject []catalog.Violation
-			warn, reject, bads[i] = s.apply(e, &res[keyOf[i]], &t)
-			viols[i] = warn
-			if bads[i] != nil {
-				viols[i] = reject
+		for i := range items {
+			if keyOf[i] < 0 {
+				continue
 			}
+			e := &evs[i]
+			e.Props = b.Props(i) // valid until Build
+			warn, reject, bad := s.apply(e, &res[keyOf[i]], &t)
 			e.Props = nil
-		}
-		if bads[i] == nil && rt != nil {
-			bads[i] = rt.route(b, i, e, p)
-		}
-		if bads[i] != nil {
-			b.Reject(i, bads[i])
-			continue
-		}
-		if s.auth != nil || s.cat != nil { // routes alone record no group: records as without a routes file
-			b.Set(i, e.Group, e.Code)
+			viols[i] = warn
+			if bad != nil {
+				viols[i] = reject
+				b.Reject(i, bad)
+				continue
+			}
+			s.place(b, i, e, rt, p)
 		}
 	}
 	b.Build()
@@ -300,7 +300,7 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 			ans.Accepted++ // dropped by a rule: not the client's error
 			continue
 		}
-		if bad := bads[i]; bad != nil {
+		if bad := b.Invalid(i); bad != nil {
 			rec := s.deadLetter(raw, bad, meta, red, rt.redaction(i))
 			if rt != nil && rt.deadLetter(i) != "" {
 				rec.Topic = rt.deadLetter(i)
@@ -337,6 +337,20 @@ func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch
 		recs = slices.DeleteFunc(recs, func(r event.Record) bool { return r.Value == nil })
 	}
 	return recs, ans, t
+}
+
+// place gives the i-th event, valid and admitted, its routes' decision
+// (rt nil: none) and, with credentials or a catalog, its group and code.
+func (s *Server) place(b *event.Batch, i int, e *planned, rt *routing, p auth.Principal) {
+	if rt != nil {
+		if bad := rt.route(b, i, e, p); bad != nil {
+			b.Reject(i, bad)
+			return
+		}
+	}
+	if s.auth != nil || s.cat != nil { // routes alone record no group: records as without a routes file
+		b.Set(i, e.Group, e.Code)
+	}
 }
 
 // planned is what apply needs of an event: its name, group, props (valid

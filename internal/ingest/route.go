@@ -32,13 +32,13 @@ type routed struct {
 	drop bool           // dropped by a rule
 }
 
-func newRouting(t *routes.Table, r *http.Request, endpoint, client string, n int) *routing {
-	rt := &routing{t: t, n: n}
+// init readies rt for the Decide calls of one request's n events.
+func (rt *routing) init(t *routes.Table, r *http.Request, endpoint, client string, n int) {
+	*rt = routing{t: t, n: n}
 	rt.in.Endpoint = endpoint
 	rt.in.Header = r.Header
 	rt.in.Client = client
 	t.Prepare(&rt.in)
-	return rt
 }
 
 // ev is the i-th event's routed, made for the first event the default

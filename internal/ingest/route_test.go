@@ -174,6 +174,7 @@ func BenchmarkIngestRoutes(b *testing.B) {
 	}
 	file.WriteString("  - {match: {event: \"page_view_*\"}, topic: pages, key: uid}\n")
 	b.Run("routes=none", func(b *testing.B) { benchIngest(b) })
+	b.Run("routes=empty", func(b *testing.B) { benchIngest(b, WithRoutes(routesOf(b, "routes: []\n"))) })
 	b.Run("routes=20", func(b *testing.B) { benchIngest(b, WithRoutes(routesOf(b, file.String()))) })
 	bench, err := os.ReadFile("../../bench/routes-20.yaml") // make bench's: no entry matches
 	if err != nil {

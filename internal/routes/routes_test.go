@@ -391,16 +391,32 @@ func TestPrepareSameDecisions(t *testing.T) {
 	}
 	var big strings.Builder
 	big.WriteString("rules:\n")
-	for i := range 40 {
-		fmt.Fprintf(&big, "  - {match: {client: \"c%d\", event: \"e%d*\"}, action: redirect, topic: r%d}\n", i%7, i%5, i)
+	// Every third entry names no client or header: past 16 of them match
+	// every request, and the plan's lists leave their room.
+	for i := range 60 {
+		client := fmt.Sprintf("client: \"c%d\", ", i%7)
+		if i%3 == 0 {
+			client = ""
+		}
+		fmt.Fprintf(&big, "  - {match: {%sevent: \"e%d*\"}, action: redirect, topic: r%d}\n", client, i%5, i)
+	}
+	for i := range 24 { // event x23 is decided by the 44th entry of every plan
+		fmt.Fprintf(&big, "  - {match: {event: \"x%d\"}, action: redirect, topic: x%d}\n", i, i)
 	}
 	big.WriteString("routes:\n")
-	for i := range 40 {
-		fmt.Fprintf(&big, "  - {match: {client: \"c%d*\", group: \"g%d\", header: {X-App: \"a%d\"}}, topic: \"t%d.{event}\"}\n", i%7, i%3, i%4, i)
+	for i := range 60 {
+		request := fmt.Sprintf("client: \"c%d*\", header: {X-App: \"a%d\"}, ", i%7, i%4)
+		if i%3 == 0 {
+			request = ""
+		}
+		fmt.Fprintf(&big, "  - {match: {%sgroup: \"g%d\"}, topic: \"t%d.{event}\"}\n", request, i%3, i)
+	}
+	for i := range 24 {
+		fmt.Fprintf(&big, "  - {match: {group: \"h%d\"}, topic: h%d}\n", i, i)
 	}
 	clients := []string{"", "legacy", "spam-1", "team-a", "ads-x", "internal-y", "c1", "c3", "c6"}
-	groups := []string{"", "payments", "shop-eu", "search", "mail", "g0", "g1", "g2"}
-	evs := []string{"page_view", "bot_x", "scroll", "hover_a", "debug_1", "search_q", "e0", "e1x", "e4", "healthcheck"}
+	groups := []string{"", "payments", "shop-eu", "search", "mail", "g0", "g1", "g2", "h23"}
+	evs := []string{"page_view", "bot_x", "scroll", "hover_a", "debug_1", "search_q", "e0", "e1x", "e4", "healthcheck", "x23"}
 	uids := []string{"", "abuser-1", "u1", "u2"}
 	anons := []string{"", "test-1", "a1"}
 	headers := []http.Header{nil, {"X-App": {"ios-17"}}, {"X-App": {"android-14"}}, {"X-App": {"a1"}}, {"X-App": {"a3"}}}

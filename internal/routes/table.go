@@ -29,9 +29,36 @@ type Input struct {
 // endpoint, headers) match one request: only those are tried on each of
 // its events, by their event-level patterns alone.
 type plan struct {
-	t              *Table // the Table it was made for; nil: none, try every entry
-	rules, routes  []int16
-	ruleB, routesB [16]int16 // the lists' room, for most requests no allocation
+	t             *Table // the Table it was made for; nil: none, try every entry
+	rules, routes indexes
+}
+
+// indexes is a list of entries' indexes, in place for most requests (no
+// allocation, and an Input that can stay on its caller's stack: a slice
+// of its own array would move it to the heap).
+type indexes struct {
+	n    int
+	in   [16]int16
+	more []int16 // all of them, once past len(in)
+}
+
+func (x *indexes) add(i int16) {
+	switch {
+	case x.more != nil:
+		x.more = append(x.more, i)
+	case x.n < len(x.in):
+		x.in[x.n] = i
+		x.n++
+	default:
+		x.more = append(append(make([]int16, 0, 2*len(x.in)), x.in[:]...), i)
+	}
+}
+
+func (x *indexes) list() []int16 {
+	if x.more != nil {
+		return x.more
+	}
+	return x.in[:x.n]
 }
 
 // Prepare readies in for the Decide calls of one request's events: call it
@@ -39,16 +66,16 @@ type plan struct {
 // event-level ones (Group, Event, UID, AnonID, ID) may then change per event.
 // Gain: Decide 230 -> 48 ns an event on bench/routes-20.yaml, with the first-byte check (BenchmarkDecideBench, 2026-12-05).
 func (t *Table) Prepare(in *Input) {
+	in.plan = plan{t: t}
 	p := &in.plan
-	p.t, p.rules, p.routes = t, p.ruleB[:0], p.routesB[:0]
 	for i := range t.rules {
 		if t.rules[i].pats[1].match(in.Client) {
-			p.rules = append(p.rules, int16(i))
+			p.rules.add(int16(i))
 		}
 	}
 	for i := range t.routes {
 		if t.routes[i].requestMatches(in) {
-			p.routes = append(p.routes, int16(i))
+			p.routes.add(int16(i))
 		}
 	}
 }
@@ -317,13 +344,15 @@ func (t *Table) Decide(in *Input, d *Decision) {
 	var redirect *rule
 	planned := in.plan.t == t
 	n := len(t.rules)
+	var planRules []int16
 	if planned {
-		n = len(in.plan.rules)
+		planRules = in.plan.rules.list()
+		n = len(planRules)
 	}
 	for j := 0; j < n; j++ {
 		var r *rule
 		if planned {
-			r = &t.rules[in.plan.rules[j]]
+			r = &t.rules[planRules[j]]
 			if f := r.first; f >= 0 && (len(in.Event) == 0 || in.Event[0] != byte(f)) {
 				continue // its event pattern cannot match: most rules, for most events
 			}
@@ -388,7 +417,7 @@ func (t *Table) Decide(in *Input, d *Decision) {
 func (t *Table) routeOf(in *Input, d *Decision) *route {
 	rt := &t.deflt
 	if in.plan.t == t {
-		for _, i := range in.plan.routes {
+		for _, i := range in.plan.routes.list() {
 			if f := t.routes[i].first; f >= 0 && (len(in.Event) == 0 || in.Event[0] != byte(f)) {
 				continue
 			}
