@@ -204,11 +204,11 @@ func (t *tally) count(m *Metrics, mode catalog.Mode) {
 // An event's rejection is kept in b (Reject, Invalid).
 func (s *Server) recordsPlanned(r *http.Request, endpoint string, b *event.Batch, items [][]byte, meta event.Meta, p auth.Principal) ([]event.Record, Answer, tally) {
 	var (
-		rt      *routing // nil: no routes
-		routing routing
+		rt    *routing // nil: no routes
+		state routing  // rt's, on the stack
 	)
 	if s.routes != nil {
-		rt = &routing
+		rt = &state
 		rt.init(s.routes.Load(), r, endpoint, meta.Client, len(items))
 	}
 	var (
