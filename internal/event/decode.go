@@ -55,7 +55,7 @@ type Limits struct {
 	MaxEventBytes int // bytes of one event as sent
 }
 
-// DefaultLimits are the limits documented in the README.
+// DefaultLimits are the limits documented in docs/ingest.md.
 var DefaultLimits = Limits{MaxEvents: 500, MaxEventBytes: 32 << 10}
 
 // bom is the UTF-8 byte order mark some clients (Windows tools, .NET's

@@ -134,7 +134,8 @@ func topLevel(raw []byte, f func(name, value []byte) bool) bool {
 // messages, appended to dst, and reads the wrapper. ok is false when body
 // is not such an object (or holds more than maxEvents messages): the
 // caller frames it as inlet's own body (Frame), which says what is wrong.
-// err rejects a well-framed wrapper whose fields are wrong: the wrapper is
+// err rejects a body that is not JSON (where and why), and a well-framed
+// wrapper whose fields are wrong: the wrapper is
 // strict JSON as a message is (names matched as decoded), its context and
 // integrations nested so that the records, which hold them two levels
 // deeper, are too.
@@ -217,6 +218,13 @@ func FrameSegment(dst [][]byte, body []byte, maxEvents int) (items [][]byte, w S
 		}
 		return true
 	})
+	if err == nil && !good && !jsontext.Value(b).IsValid() {
+		// A syntax error between the wrapper's fields (a missing comma):
+		// said as such, rather than as inlet's framing would read the body.
+		be := syntaxError(b)
+		be.shift(len(body) - len(b))
+		err = be
+	}
 	if err != nil {
 		return dst[:n], SegmentBatch{}, false, err
 	}

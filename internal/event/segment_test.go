@@ -177,7 +177,7 @@ func TestSegmentRecord(t *testing.T) {
 }
 
 // TestFrameSegment: a batch wrapper's fields in any order; a body that is
-// not one is left to Frame.
+// not one is left to Frame; one that is not JSON is refused, where and why.
 func TestFrameSegment(t *testing.T) {
 	body := []byte(`{"messageId":"x","sentAt":"2026-12-05T12:00:00Z","batch":[{"type":"track","event":"a"} , {"type":"page"}],"context":{"library":{"name":"analytics-go"}},"writeKey":"k"}`)
 	items, sb, ok, err := FrameSegment(nil, body, 500)
@@ -185,13 +185,23 @@ func TestFrameSegment(t *testing.T) {
 		string(sb.Extra) != `,"batch_context":{"library":{"name":"analytics-go"}}` {
 		t.Fatalf("got %q %+v %v %v", items, sb, ok, err)
 	}
-	for _, b := range []string{`[{"type":"track"}]`, `{"batch":[]}`, `{"batch":[1,2,3]}`, `{"nobatch":1}`, `{"batch":[{"a":1}]`} {
+	for _, b := range []string{`[{"type":"track"}]`, `{"batch":[]}`, `{"batch":[1,2,3]}`, `{"nobatch":1}`} {
 		max := 500
 		if b == `{"batch":[1,2,3]}` {
 			max = 2
 		}
 		if _, _, ok, err := FrameSegment(nil, []byte(b), max); ok || err != nil {
 			t.Errorf("%s: ok %v err %v, want not framed", b, ok, err)
+		}
+	}
+	for b, want := range map[string]string{
+		`{"batch":[{"a":1}]`:                            "malformed JSON at byte offset 18: unexpected end of JSON input",
+		`{"sentAt":null "batch":[{}]}`:                  "malformed JSON at byte offset 15",
+		"\xef\xbb\xbf" + `{"sentAt":null "batch":[{}]}`: "malformed JSON at byte offset 18",
+		`{"batch":[{}]} {"batch":[{}]}`:                 "malformed JSON at byte offset 15",
+	} {
+		if _, _, ok, err := FrameSegment(nil, []byte(b), 500); ok || err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: ok %v err %v, want %q", b, ok, err, want)
 		}
 	}
 	for _, b := range []string{`{"batch":[{}],"sentAt":"now"}`, `{"batch":[{}],"context":[1]}`, `{"batch":[{}],"batch":[{}]}`, `{"batch":[{}],"writeKey":1}`} {

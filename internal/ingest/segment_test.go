@@ -138,6 +138,7 @@ func TestSegmentErrors(t *testing.T) {
 		{"no key", "/v1/identify", `{"userId":"u"}`, nil, 401, "invalid_write_key", "no Authorization header"},
 		{"every message bad", "/v1/batch", `{"batch":[{"type":"track","userId":"u"}],"sentAt":"2026-11-30T11:12:10Z"}`, good, 400, "invalid_message", `message 0: a track needs "event"`},
 		{"malformed body", "/v1/b", `{"batch":[{"type":"track",}]}`, good, 400, "invalid_request", "malformed JSON"},
+		{"missing comma in the wrapper", "/v1/batch", `{"sentAt":null "batch":[{"type":"track","event":"a","userId":"u"}]}`, good, 400, "invalid_request", "malformed JSON at byte offset 15: invalid character"},
 		{"bad wrapper", "/v1/batch", `{"batch":[{"type":"track","event":"a","userId":"u"}],"sentAt":"soon"}`, good, 400, "invalid_request", `"sentAt"`},
 		{"type against the path", "/v1/identify", `{"type":"track","event":"a","userId":"u"}`, good, 400, "invalid_message", "sent to the identify call"},
 	} {
