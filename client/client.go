@@ -30,7 +30,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Event is one event, as inlet's README defines it.
+// Event is one event, as inlet's docs/ingest.md ("The event") defines it.
 type Event struct {
 	Event   string         `json:"event"`
 	ID      string         `json:"id,omitempty"`

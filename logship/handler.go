@@ -21,7 +21,8 @@
 // handled, so a consumer can restore order and drop duplicates (delivery
 // is at-least-once).
 //
-// Order, retries and duplicates: the "Order" section of inlet's README.
+// Order, retries and duplicates: the "Order" section of inlet's
+// docs/ack-modes.md.
 //
 // A record Kafka refuses for good, too large alone for the topic
 // (KafkaConfig.MaxMessageBytes), is dropped and counted as DropTooLarge;

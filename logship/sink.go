@@ -40,7 +40,7 @@ type KafkaConfig = logsink.KafkaConfig
 
 // KafkaSink produces records straight to Kafka with franz-go's idempotent
 // producer (acks=all). A Handler keeps several batches in flight to it,
-// in order (the "Order" section of inlet's README).
+// in order (the "Order" section of inlet's docs/ack-modes.md).
 type KafkaSink struct{ s *logsink.KafkaSink }
 
 // NewKafkaSink returns a sink producing to cfg.Topic; Close closes its client.
