@@ -254,6 +254,41 @@ func TestReload(t *testing.T) {
 	}
 }
 
+// TestReloadSeesRename has a file renamed over the routes file with its
+// size and modification time (a ConfigMap update): the poll loads it.
+func TestReloadSeesRename(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "routes.yaml")
+	if err := os.WriteFile(p, []byte("routes:\n  - topic: one\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(p, "events", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p+".new", []byte("routes:\n  - topic: two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p+".new", fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(p+".new", p); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.reload(false); err != nil {
+		t.Fatal(err)
+	}
+	var d Decision
+	w.Load().Decide(&Input{Event: []byte("e")}, &d)
+	if d.Topic != "two" {
+		t.Fatalf("after the rename: topic %q, want two", d.Topic)
+	}
+}
+
 // BenchmarkDecide routes one event through 20 rules and routes (none
 // matching until the last route), against no routes file.
 func BenchmarkDecide(b *testing.B) {

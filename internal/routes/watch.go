@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/inlet-dev/inlet/internal/filewatch"
 )
 
 // Metrics are the routes' metrics.
@@ -66,13 +68,6 @@ func (m *Metrics) forget(old, t *Table) {
 	}
 }
 
-// stamp is what the poll compares to see the file changed (as the
-// clients file's reload does).
-type stamp struct {
-	mod  time.Time
-	size int64
-}
-
 // Watcher holds the routes of a file and reloads them when it changes.
 // Load is safe for concurrent use; Start and Close are called once.
 type Watcher struct {
@@ -82,12 +77,11 @@ type Watcher struct {
 	cur         atomic.Pointer[Table]
 	haveKey     bool // WithRedactKey
 
-	mu  sync.Mutex // one reload at a time; guards at and sum
-	at  stamp
-	sum [32]byte
+	mu   sync.Mutex // one reload at a time; guards file and sum
+	file *filewatch.File
+	sum  [32]byte
 
-	stop chan struct{}
-	done chan struct{}
+	poll filewatch.Poller
 }
 
 // Option sets a part of a Watcher (Open).
@@ -104,7 +98,7 @@ func Open(path, topic string, log *slog.Logger, m *Metrics, opts ...Option) (*Wa
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	w := &Watcher{path: path, topic: topic, log: log, m: m}
+	w := &Watcher{path: path, topic: topic, log: log, m: m, file: filewatch.NewFile(path)}
 	for _, o := range opts {
 		o(w)
 	}
@@ -119,29 +113,11 @@ func (w *Watcher) Load() *Table { return w.cur.Load() }
 
 // Start polls the file every interval until Close.
 func (w *Watcher) Start(interval time.Duration) {
-	w.stop, w.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(w.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-t.C:
-				_ = w.reload(false)
-			}
-		}
-	}()
+	w.poll.Start(interval, func() { _ = w.reload(false) })
 }
 
 // Close stops the poll and waits for it.
-func (w *Watcher) Close() {
-	if w.stop != nil {
-		close(w.stop)
-		<-w.done
-	}
-}
+func (w *Watcher) Close() { w.poll.Close() }
 
 // Reload reads the file now. A bad file is refused (and counted, and
 // logged): the routes loaded before keep serving, whole.
@@ -150,14 +126,9 @@ func (w *Watcher) Reload() error { return w.reload(true) }
 func (w *Watcher) reload(force bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var st stamp // zero for a file gone: logged once, not at every poll
-	if fi, err := os.Stat(w.path); err == nil {
-		st = stamp{mod: fi.ModTime(), size: fi.Size()}
-	}
-	if !force && st == w.at {
+	if !w.file.Changed(force) { // a file gone is logged once, not at every poll
 		return nil
 	}
-	w.at = st
 	b, err := os.ReadFile(w.path)
 	if err != nil {
 		err = fmt.Errorf("routes: %w", err)
