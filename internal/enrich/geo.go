@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/oschwald/maxminddb-golang/v2"
+
+	"github.com/inlet-dev/inlet/internal/filewatch"
 )
 
 // Place is what a city database tells of an address; "" when unknown.
@@ -61,11 +63,10 @@ type GeoDB struct {
 	m         *Metrics
 	cur       atomic.Pointer[geoState]
 
-	mu sync.Mutex // one reload at a time; guards at
-	at stamp
+	mu   sync.Mutex // one reload at a time; guards file
+	file *filewatch.File
 
-	stop chan struct{}
-	done chan struct{}
+	poll filewatch.Poller
 }
 
 // geoState is a database loaded, with the "geo" members made of its
@@ -81,12 +82,6 @@ type geoState struct {
 // GeoLite2-City has about 150,000 distinct records.
 const maxGeoMembers = 1 << 16
 
-// stamp is what the poll compares to see the file changed.
-type stamp struct {
-	mod  time.Time
-	size int64
-}
-
 // OpenGeoDB reads the database at path (an error if it cannot be used).
 // Its "geo" members have the coordinates rounded to precision decimals
 // (negative: none).
@@ -94,7 +89,7 @@ func OpenGeoDB(path string, precision int, log *slog.Logger, m *Metrics) (*GeoDB
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	g := &GeoDB{path: path, precision: precision, log: log, m: m}
+	g := &GeoDB{path: path, precision: precision, log: log, m: m, file: filewatch.NewFile(path)}
 	if err := g.Reload(); err != nil {
 		return nil, err
 	}
@@ -108,14 +103,9 @@ func (g *GeoDB) Reload() error { return g.reload(true) }
 func (g *GeoDB) reload(force bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var st stamp
-	if fi, err := os.Stat(g.path); err == nil {
-		st = stamp{mod: fi.ModTime(), size: fi.Size()}
-	}
-	if !force && st == g.at {
+	if !g.file.Changed(force) {
 		return nil
 	}
-	g.at = st
 	err := g.load()
 	if err != nil {
 		g.m.geoReloadErrors.Inc()
@@ -150,29 +140,11 @@ func (g *GeoDB) load() error {
 
 // Start polls the file every interval until Close.
 func (g *GeoDB) Start(interval time.Duration) {
-	g.stop, g.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(g.done)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-g.stop:
-				return
-			case <-t.C:
-				_ = g.reload(false)
-			}
-		}
-	}()
+	g.poll.Start(interval, func() { _ = g.reload(false) })
 }
 
 // Close stops the poll and waits for it.
-func (g *GeoDB) Close() {
-	if g.stop != nil {
-		close(g.stop)
-		<-g.done
-	}
-}
+func (g *GeoDB) Close() { g.poll.Close() }
 
 // Lookup returns the place of a; ok is false when the database has none.
 func (g *GeoDB) Lookup(a netip.Addr) (p Place, ok bool) {
