@@ -17,11 +17,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+
+	"github.com/inlet-dev/inlet/internal/filewatch"
 )
 
 // ErrOverBurst is a batch of more events than the client's burst: it
@@ -52,26 +53,6 @@ type clientSet struct {
 	byHash map[[32]byte]*entry
 }
 
-// stamp is what the poll compares to see a file changed.
-type stamp struct {
-	exists bool
-	mod    time.Time
-	size   int64
-	ino    uint64
-}
-
-func stampOf(path string) stamp {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return stamp{}
-	}
-	s := stamp{exists: true, mod: fi.ModTime(), size: fi.Size()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		s.ino = st.Ino
-	}
-	return s
-}
-
 // Authenticator checks client credentials against the clients file, mints
 // and verifies session tokens, and applies each client's rate and groups.
 // It is safe for concurrent use.
@@ -94,12 +75,11 @@ type Authenticator struct {
 	// that it takes the time a known one's wrong secret does.
 	dummy [32]byte
 
-	reloadMu  sync.Mutex // one reload at a time; guards the stamps
-	clientsAt stamp
-	keyAt     stamp
+	reloadMu    sync.Mutex // one reload at a time; guards the files
+	clientsFile *filewatch.File
+	keyFile     *filewatch.File // nil without Config.TokenKeyFile
 
-	stop      chan struct{}
-	done      chan struct{}
+	poll      filewatch.Poller
 	closeOnce sync.Once
 }
 
@@ -118,13 +98,13 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticat
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	a := &Authenticator{cfg: cfg, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+	a := &Authenticator{cfg: cfg, log: log}
 	a.m = newMetrics(a)
 	if _, err := rand.Read(a.dummy[:]); err != nil {
 		return nil, fmt.Errorf("auth: reading random bytes: %w", err)
 	}
 	a.fails = newFailures(cfg.FailBurst, cfg.FailEvery, cfg.FailSources, a.m.throttleEvictions.Inc)
-	a.clientsAt = stampOf(cfg.ClientsFile)
+	a.clientsFile = filewatch.NewFile(cfg.ClientsFile)
 	cs, err := a.readClients()
 	if err != nil {
 		return nil, fmt.Errorf("auth: %w", err)
@@ -142,7 +122,7 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticat
 		}
 	}()
 	if cfg.TokenKeyFile != "" {
-		a.keyAt = stampOf(cfg.TokenKeyFile)
+		a.keyFile = filewatch.NewFile(cfg.TokenKeyFile)
 		key, err := readKey(cfg.TokenKeyFile)
 		if err != nil {
 			return nil, fmt.Errorf("auth: %w", err)
@@ -163,7 +143,7 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticat
 	}
 	log.Info("auth: clients loaded", "file", cfg.ClientsFile, "clients", len(cs), "rates", cfg.RateStoreKind(), "redis", cfg.RedisAddr)
 	ok = true
-	go a.poll()
+	a.poll.Start(cfg.ReloadInterval, func() { a.reload(false) })
 	return a, nil
 }
 
@@ -238,20 +218,6 @@ func burstOf(c *Client) int {
 	return int(max(1, math.Min(math.Ceil(c.Rate), math.MaxInt32)))
 }
 
-func (a *Authenticator) poll() {
-	defer close(a.done)
-	t := time.NewTicker(a.cfg.ReloadInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-a.stop:
-			return
-		case <-t.C:
-			a.reload(false)
-		}
-	}
-}
-
 // Reload reads the clients file (and the key file) now, changed or not,
 // and reports why it could not; the set loaded before is kept then.
 func (a *Authenticator) Reload() error { return a.reload(true) }
@@ -261,18 +227,16 @@ func (a *Authenticator) reload(force bool) error {
 	defer a.reloadMu.Unlock()
 	errC := a.reloadClients(force)
 	var errK error
-	if a.cfg.TokenKeyFile != "" {
+	if a.keyFile != nil {
 		errK = a.reloadKey(force)
 	}
 	return errors.Join(errC, errK)
 }
 
 func (a *Authenticator) reloadClients(force bool) error {
-	st := stampOf(a.cfg.ClientsFile)
-	if !force && st == a.clientsAt {
+	if !a.clientsFile.Changed(force) {
 		return nil
 	}
-	a.clientsAt = st
 	old := a.set.Load()
 	cs, err := a.readClients()
 	if err != nil {
@@ -301,11 +265,9 @@ func (a *Authenticator) reloadClients(force bool) error {
 }
 
 func (a *Authenticator) reloadKey(force bool) error {
-	st := stampOf(a.cfg.TokenKeyFile)
-	if !force && st == a.keyAt {
+	if !a.keyFile.Changed(force) {
 		return nil
 	}
-	a.keyAt = st
 	key, err := readKey(a.cfg.TokenKeyFile)
 	if err != nil {
 		a.m.reloadErrors.Inc()
@@ -322,14 +284,13 @@ func (a *Authenticator) reloadKey(force bool) error {
 // Close stops checking the files for changes, and closes the connections
 // to Redis.
 func (a *Authenticator) Close() error {
+	a.poll.Close()
 	var err error
 	a.closeOnce.Do(func() {
-		close(a.stop)
 		if a.shared != nil {
 			err = a.shared.close()
 		}
 	})
-	<-a.done
 	return err
 }
 
