@@ -512,3 +512,20 @@ func BenchmarkDecideBench(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPrepareBench is Prepare of one request of make bench's load
+// on bench/routes-20.yaml: once a request, before its events' Decide.
+func BenchmarkPrepareBench(b *testing.B) {
+	file, err := os.ReadFile("../../bench/routes-20.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	tb := mustTable(b, string(file))
+	in := Input{Endpoint: "batch", Header: http.Header{"Content-Type": {"application/json"}, "User-Agent": {"inlet-bench"}}}
+	for b.Loop() {
+		tb.Prepare(&in)
+	}
+	if in.plan.rules.n != 8 || in.plan.routes.n != 3 {
+		b.Fatalf("plan of %d rules and %d routes, want 8 and 3", in.plan.rules.n, in.plan.routes.n)
+	}
+}
