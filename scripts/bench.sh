@@ -302,12 +302,15 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 done
 
+# median: the median of the numbers on stdin, one a line.
+median() {
+	sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 # med ARRAY SERVER: the median of the rounds' values of ARRAY for SERVER.
 med() {
 	local -n a="$1"
 	local r
-	for r in $(seq 1 "$ROUNDS"); do echo "${a[$2/$r]}"; done | sort -g |
-		awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+	for r in $(seq 1 "$ROUNDS"); do echo "${a[$2/$r]}"; done | median
 }
 # rounds ARRAY SERVER FORMAT: the rounds' values, in round order.
 rounds() {
@@ -410,6 +413,21 @@ mem="$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)"
 			awk -v m="$m" -v b="$(label "$b")" -v x="${M_RPS[$m]}" -v y="${M_RPS[$b]}" -v per="${per[*]}" -v cx="${M_CPUREQ[$m]}" -v cy="${M_CPUREQ[$b]}" 'BEGIN { r = x / y
 				printf "- (issue 27) `--ack %s` at least 0.9x the req/s of %s: %.2fx (medians; by round %s), %s; CPU per request %.1f µs against %.1f (%.2fx)\n", m, b, r, per, (r >= 0.9 ? "met" : "missed"), cx, cy, cx / cy }'
 		done
+	done
+	# Each variant against its server (MODE-routes against MODE, MODE-base
+	# against MODE...): the ratio of each round, whose two runs were minutes
+	# apart, and the median of those ratios, which the drift between rounds
+	# does not move as it moves the ratio of the medians.
+	for v in $SERVERS; do
+		p="${v%-*}"
+		[ "$p" != "$v" ] && has "$p" || continue
+		rr=() rc=()
+		for r in $(seq 1 "$ROUNDS"); do
+			rr+=("$(awk -v a="${RPS[$v/$r]}" -v b="${RPS[$p/$r]}" 'BEGIN { printf "%.3f", a / b }')")
+			rc+=("$(awk -v a="${CPUREQ[$v/$r]}" -v b="${CPUREQ[$p/$r]}" 'BEGIN { printf "%.3f", a / b }')")
+		done
+		printf -- '- %s against %s, paired by round: %sx the req/s (median; rounds %s), %sx the CPU a request (rounds %s)\n' \
+			"$(label "$v")" "$(label "$p")" "$(printf '%s\n' "${rr[@]}" | median)" "${rr[*]}" "$(printf '%s\n' "${rc[@]}" | median)" "${rc[*]}"
 	done
 	echo
 	for s in "${PROFILED[@]}"; do
