@@ -218,12 +218,13 @@ func FrameSegment(dst [][]byte, body []byte, maxEvents int) (items [][]byte, w S
 		}
 		return true
 	})
-	if err == nil && !good && !jsontext.Value(b).IsValid() {
+	if err == nil && !good {
 		// A syntax error between the wrapper's fields (a missing comma):
 		// said as such, rather than as inlet's framing would read the body.
-		be := syntaxError(b)
-		be.shift(len(body) - len(b))
-		err = be
+		if be := checkSyntax(b); be != nil {
+			be.shift(len(body) - len(b))
+			err = be
+		}
 	}
 	if err != nil {
 		return dst[:n], SegmentBatch{}, false, err
