@@ -185,12 +185,13 @@ func TestTopicIsolation(t *testing.T) {
 	t1 := time.Now()
 	testkit.DeleteTopic(t, brokers, b)
 	time.Sleep(outage)
-	// B holds its share and no more, and refuses; A holds few records and
-	// does not fail.
+	// B holds about its share, and refuses; A holds few records and does
+	// not fail. B's callers check the share at the same moment and may
+	// each pass it once (topicFits): at most one request each over it.
 	loads := p.TopicLoads()
 	la1, lb1 := loads[a], loads[b]
 	t.Logf("loads at the end of the outage: A %+v, B %+v", la1, lb1)
-	if lb1.Refused == 0 || lb1.Records > lb1.ShareRecords || lb1.Records < lb1.ShareRecords/2 {
+	if over := int64(lb.callers * lb.n); lb1.Refused == 0 || lb1.Records > lb1.ShareRecords+over || lb1.Records < lb1.ShareRecords/2 {
 		t.Errorf("B's load in its outage: %+v, want about its share, and refusals", lb1)
 	}
 	if la1.Refused != 0 || la1.Failing.Failing != 0 || la1.Records > lb1.ShareRecords/10 {

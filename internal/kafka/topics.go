@@ -20,7 +20,11 @@ import (
 // TestTopicIsolation measures it. Each topic may hold at most
 // Config.TopicShare of the buffer's records and bytes; a request that
 // would take its topic past it fails with ErrTopicFull (a 503), leaving the
-// rest of the buffer to the other topics.
+// rest of the buffer to the other topics. The share is checked before the
+// records are buffered, as the buffer's own limit is (fits): requests
+// checked at the same moment may each pass, so a topic can hold its share
+// plus one request per caller in flight, which the 10% fits keeps free
+// and kgo's hard limit bounds.
 
 // ErrTopicFull is ErrFull for one topic: the records of the request's
 // topic already take its share of the buffer (Config.TopicShare), most
