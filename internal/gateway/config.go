@@ -49,8 +49,8 @@ type Config struct {
 	// TLSListen is the HTTPS listen address; with it, Listen stays plain.
 	// Empty: Listen serves HTTPS when TLSCert is set.
 	TLSListen string
-	// TLSReloadInterval is how often the files' modification times are
-	// checked; 0: only on SIGHUP.
+	// TLSReloadInterval is how often the files are checked for a change
+	// (written, touched or replaced); 0: only on SIGHUP.
 	TLSReloadInterval time.Duration
 	// OpsListen is the operators' listen address (plain HTTP): /metrics,
 	// /debug/pprof/ and the live page /ui/ are served there and no longer

@@ -420,9 +420,8 @@ func (g *Gateway) startHTTP(mux *http.ServeMux) error {
 		}
 		g.certs, tc = r, r.tlsConfig()
 		if iv := g.cfg.TLSReloadInterval; iv > 0 {
-			stop, done := make(chan struct{}), make(chan struct{})
-			go func() { defer close(done); r.poll(iv, stop) }()
-			g.lc.started("HTTPS certificate watcher", 0, func(context.Context) error { close(stop); <-done; return nil })
+			r.watch(iv)
+			g.lc.started("HTTPS certificate watcher", 0, func(context.Context) error { r.Close(); return nil })
 		}
 	}
 	var public http.Handler = mux

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/inlet-dev/inlet/internal/filewatch"
 )
 
 // HTTPS for clients: --tls-cert and --tls-key, served through
@@ -50,21 +51,23 @@ func loadCert(certFile, keyFile string) (*tls.Certificate, error) {
 }
 
 // certReloader holds the HTTPS certificate and loads it again on Reload,
-// or when poll sees the files' modification times change. A certificate
-// that does not load (unreadable, a key that does not match, expired) is
-// logged and the one in use kept.
+// or when its poller sees either file change. A certificate that does not
+// load (unreadable, a key that does not match, expired) is logged and the
+// one in use kept; it is tried again at the files' next change (a
+// certificate written before its key loads at the key's write) or Reload.
 type certReloader struct {
 	certFile, keyFile string
 	log               *slog.Logger
 	cert              atomic.Pointer[tls.Certificate]
 
-	mu    sync.Mutex // one load at a time; guards mtime
-	mtime [2]time.Time
+	mu    sync.Mutex // one load at a time; guards the files
+	files [2]*filewatch.File
+	poll  filewatch.Poller
 }
 
 func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
-	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
-	r.mtime = r.modTimes()
+	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log,
+		files: [2]*filewatch.File{filewatch.NewFile(certFile), filewatch.NewFile(keyFile)}}
 	c, err := loadCert(certFile, keyFile)
 	if err != nil {
 		return nil, err
@@ -78,61 +81,41 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 	return r.cert.Load(), nil
 }
 
-func (r *certReloader) modTimes() [2]time.Time {
-	var m [2]time.Time
-	for i, f := range []string{r.certFile, r.keyFile} {
-		if fi, err := os.Stat(f); err == nil {
-			m[i] = fi.ModTime()
-		}
-	}
-	return m
-}
-
 // Reload loads the certificate and key again. On failure the certificate
 // in use stays, and the error is logged and returned.
 func (r *certReloader) Reload(why string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.reload(why, r.modTimes())
+	return r.reload(why, true)
 }
 
-func (r *certReloader) reload(why string, mtime [2]time.Time) error {
+// reload loads the certificate and key when either file changed since the
+// last look, or force. Both files are looked at every time, so that a
+// change to one is not reported again at the next look.
+func (r *certReloader) reload(why string, force bool) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cert, key := r.files[0].Changed(force), r.files[1].Changed(force)
+	if !cert && !key {
+		return nil
+	}
 	c, err := loadCert(r.certFile, r.keyFile)
 	if err != nil {
 		r.log.Error("HTTPS certificate not reloaded; keeping the one in use", "why", why, "err", err,
 			"in_use_expires", r.cert.Load().Leaf.NotAfter.UTC().Format(time.RFC3339))
 		return err
 	}
-	r.mtime = mtime
 	r.cert.Store(c)
 	r.log.Info("HTTPS certificate reloaded", "why", why, "subject", c.Leaf.Subject.String(),
 		"dns", c.Leaf.DNSNames, "expires", c.Leaf.NotAfter.UTC().Format(time.RFC3339))
 	return nil
 }
 
-// poll reloads when the files' modification times changed since the last
-// load, every interval until stop is closed. A failed load is tried again
-// at the next change only (a certificate written before its key loads at
-// the key's write).
-func (r *certReloader) poll(interval time.Duration, stop <-chan struct{}) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	var failed [2]time.Time
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		r.mu.Lock()
-		if m := r.modTimes(); m != r.mtime && m != failed {
-			if r.reload("the files changed", m) != nil {
-				failed = m
-			}
-		}
-		r.mu.Unlock()
-	}
+// watch reloads when the files change, looking every interval until Close.
+func (r *certReloader) watch(interval time.Duration) {
+	r.poll.Start(interval, func() { _ = r.reload("the files changed", false) })
 }
+
+// Close stops watching the files.
+func (r *certReloader) Close() { r.poll.Close() }
 
 // tlsConfig is the HTTPS server's configuration: TLS 1.2 at least, the
 // certificate from r on every handshake.
