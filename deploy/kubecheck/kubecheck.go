@@ -1,7 +1,7 @@
 // Package kubecheck checks inlet's deployment files with the real tools:
 // the Helm chart (deploy/helm/inlet) through helm lint and helm template,
 // every object it renders decoded strictly into client-go's typed API
-// objects, the plain manifests (deploy/kubernetes) against a fresh
+// objects (the Prometheus Operator's for a ServiceMonitor), the plain manifests (deploy/kubernetes) against a fresh
 // rendering, and the systemd unit (deploy/systemd). It is a module of its
 // own so that helm and client-go stay out of inlet's.
 package kubecheck
@@ -15,22 +15,34 @@ import (
 	"regexp"
 	"strings"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/kubernetes/scheme"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
+
+// scheme knows Kubernetes' own kinds and the Prometheus Operator's
+// (monitoring.coreos.com/v1), whose ServiceMonitor the chart renders.
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(monitoringv1.AddToScheme(s))
+	return s
+}()
 
 // strict decodes YAML or JSON into the typed object of its apiVersion and
 // kind, refusing unknown and duplicate fields (the API server's strict
 // field validation).
-var strict = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme,
+var strict = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme, scheme,
 	kjson.SerializerOptions{Yaml: true, Strict: true})
 
 // Decode splits a multi-document YAML stream and decodes each document
-// strictly into client-go's typed object for its apiVersion and kind. A
-// kind client-go does not know, a field its type lacks, a value of the
-// wrong type or a duplicate key is an error naming the document.
+// strictly into the typed object for its apiVersion and kind (client-go's,
+// or the Prometheus Operator's). A kind neither knows, a field its type
+// lacks, a value of the wrong type or a duplicate key is an error naming
+// the document.
 func Decode(manifest []byte) ([]runtime.Object, error) {
 	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(manifest)))
 	var objs []runtime.Object

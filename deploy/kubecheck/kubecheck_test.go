@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -17,9 +18,12 @@ import (
 	"testing"
 	"time"
 
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -122,16 +126,23 @@ func checkFlag(tb testing.TB, flags map[string]bool, name, where string) {
 
 // rendered is what one rendering of the chart holds, by kind.
 type rendered struct {
-	configMap *corev1.ConfigMap
-	sts       *appsv1.StatefulSet
-	services  []*corev1.Service
-	pdb       *policyv1.PodDisruptionBudget
-	secrets   map[string]*corev1.Secret
+	// namespace is the release's (helm template --namespace), where the
+	// pods run.
+	namespace      string
+	configMap      *corev1.ConfigMap
+	sts            *appsv1.StatefulSet
+	services       []*corev1.Service
+	pdb            *policyv1.PodDisruptionBudget
+	secrets        map[string]*corev1.Secret
+	serviceMonitor *monitoringv1.ServiceMonitor
+	ingress        *networkingv1.Ingress
 }
 
-func split(tb testing.TB, objs []runtime.Object) rendered {
+// split sorts the objects of a rendering in the release namespace ns by
+// kind.
+func split(tb testing.TB, ns string, objs []runtime.Object) rendered {
 	tb.Helper()
-	r := rendered{secrets: map[string]*corev1.Secret{}}
+	r := rendered{namespace: ns, secrets: map[string]*corev1.Secret{}}
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *corev1.ConfigMap:
@@ -150,6 +161,16 @@ func split(tb testing.TB, objs []runtime.Object) rendered {
 			r.pdb = o
 		case *corev1.Secret:
 			r.secrets[o.Name] = o
+		case *monitoringv1.ServiceMonitor:
+			if r.serviceMonitor != nil {
+				tb.Fatalf("two ServiceMonitors")
+			}
+			r.serviceMonitor = o
+		case *networkingv1.Ingress:
+			if r.ingress != nil {
+				tb.Fatalf("two Ingresses")
+			}
+			r.ingress = o
 		default:
 			tb.Fatalf("the chart renders a %T the checks do not know", o)
 		}
@@ -158,6 +179,28 @@ func split(tb testing.TB, objs []runtime.Object) rendered {
 		tb.Fatalf("want a ConfigMap, a StatefulSet, a PodDisruptionBudget and two Services; got %d objects", len(objs))
 	}
 	return r
+}
+
+// headless is the StatefulSet's governing Service, and main the other.
+func (r rendered) headless() (headless, main *corev1.Service) {
+	for _, s := range r.services {
+		if s.Name == r.sts.Spec.ServiceName {
+			headless = s
+		} else {
+			main = s
+		}
+	}
+	return headless, main
+}
+
+// servicePort is the Service's port of that name, or nil.
+func servicePort(s *corev1.Service, name string) *corev1.ServicePort {
+	for i := range s.Spec.Ports {
+		if s.Spec.Ports[i].Name == name {
+			return &s.Spec.Ports[i]
+		}
+	}
+	return nil
 }
 
 // seconds reads a duration flag (--name=VALUE) from args.
@@ -368,10 +411,13 @@ func checkChart(t *testing.T, r rendered, external ...string) {
 		for _, m := range c.VolumeMounts {
 			if m.Name == v.Name {
 				secretDirs[m.MountPath] = v.Secret.SecretName
+				if !m.ReadOnly {
+					t.Errorf("volume %s (Secret %s) is mounted writable at %s", v.Name, v.Secret.SecretName, m.MountPath)
+				}
 			}
 		}
 	}
-	for _, k := range []string{"INLET_KAFKA_TLS_CA", "INLET_KAFKA_TLS_CERT", "INLET_KAFKA_TLS_KEY", "INLET_CLIENTS", "INLET_AUTH_TOKEN_KEY_FILE"} {
+	for _, k := range []string{"INLET_KAFKA_TLS_CA", "INLET_KAFKA_TLS_CERT", "INLET_KAFKA_TLS_KEY", "INLET_CLIENTS", "INLET_AUTH_TOKEN_KEY_FILE", "INLET_TLS_CERT", "INLET_TLS_KEY"} {
 		if path, ok := cm[k]; ok {
 			secret, inSecret := secretDirs[filepath.Dir(path)]
 			if !inSecret {
@@ -379,6 +425,126 @@ func checkChart(t *testing.T, r rendered, external ...string) {
 				continue
 			}
 			known(secret, filepath.Base(path), k)
+		}
+	}
+
+	// HTTPS: a listener of its own (--tls-listen), so that --listen, the
+	// probes' port, stays plain HTTP; both Services reach it.
+	tlsListen, tlsCert, tlsKey := cm["INLET_TLS_LISTEN"], cm["INLET_TLS_CERT"], cm["INLET_TLS_KEY"]
+	if tlsListen != "" || tlsCert != "" || tlsKey != "" || port["https"] != 0 {
+		if tlsListen == "" || tlsCert == "" || tlsKey == "" {
+			t.Errorf("INLET_TLS_LISTEN %q, INLET_TLS_CERT %q, INLET_TLS_KEY %q: want all three (without --tls-listen, --listen serves HTTPS and the probes fail)", tlsListen, tlsCert, tlsKey)
+		}
+		if want := fmt.Sprintf(":%d", port["https"]); port["https"] == 0 || tlsListen != want {
+			t.Errorf("INLET_TLS_LISTEN %q, container port https %d: want %q", tlsListen, port["https"], want)
+		}
+		for _, s := range r.services {
+			if p := servicePort(s, "https"); p == nil || resolve(p.TargetPort, port) != port["https"] {
+				t.Errorf("Service %s: want a port https to the container's https", s.Name)
+			}
+		}
+	}
+
+	governing, other := r.headless()
+	if sm := r.serviceMonitor; sm != nil && governing != nil && other != nil {
+		checkServiceMonitor(t, sm, r.namespace, governing, other, cm)
+	}
+	if ing := r.ingress; ing != nil && other != nil {
+		checkIngress(t, ing, other, port["http"], port)
+	}
+}
+
+// promDuration is the pattern of the Prometheus Operator's Duration (its
+// CRD's validation): what the API server takes for interval and
+// scrapeTimeout.
+var promDuration = regexp.MustCompile(`^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$`)
+
+// checkServiceMonitor asserts that sm scrapes every pod once, through the
+// headless Service, on the port serving /metrics.
+func checkServiceMonitor(t *testing.T, sm *monitoringv1.ServiceMonitor, ns string, headless, main *corev1.Service, cm map[string]string) {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+	if err != nil {
+		t.Fatalf("ServiceMonitor selector: %v", err)
+	}
+	if sel.Empty() || !sel.Matches(labels.Set(headless.Labels)) {
+		t.Errorf("ServiceMonitor selector %s does not select the headless Service %s %v", sel, headless.Name, headless.Labels)
+	}
+	if sel.Matches(labels.Set(main.Labels)) {
+		t.Errorf("ServiceMonitor selector %s selects the Service %s too: every pod scraped twice", sel, main.Name)
+	}
+	if nsSel := sm.Spec.NamespaceSelector; !nsSel.Any && !slices.Contains(nsSel.MatchNames, ns) && (len(nsSel.MatchNames) > 0 || sm.Namespace != ns) {
+		t.Errorf("ServiceMonitor in namespace %q with namespaceSelector %+v: does not look in the release's namespace %q", sm.Namespace, nsSel, ns)
+	}
+	want := "http"
+	if cm["INLET_OPS_LISTEN"] != "" {
+		want = "ops" // /metrics moved there; 404 on --listen
+	}
+	if len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("ServiceMonitor: want one endpoint, got %d", len(sm.Spec.Endpoints))
+	}
+	e := sm.Spec.Endpoints[0]
+	if e.Port != want || servicePort(headless, e.Port) == nil {
+		t.Errorf("ServiceMonitor endpoint port %q: want %q, a port of %s", e.Port, want, headless.Name)
+	}
+	if e.Path != "/metrics" {
+		t.Errorf("ServiceMonitor endpoint path %q, want /metrics", e.Path)
+	}
+	for name, d := range map[string]monitoringv1.Duration{"interval": e.Interval, "scrapeTimeout": e.ScrapeTimeout} {
+		if !promDuration.MatchString(string(d)) {
+			t.Errorf("ServiceMonitor endpoint %s %q: not a Prometheus duration (30s, 1m)", name, d)
+		}
+	}
+	iv, ierr := time.ParseDuration(string(e.Interval))
+	to, terr := time.ParseDuration(string(e.ScrapeTimeout))
+	if ierr == nil && terr == nil && to > iv {
+		t.Errorf("ServiceMonitor scrapeTimeout %s is longer than interval %s: Prometheus refuses it", to, iv)
+	}
+}
+
+// checkIngress asserts that every path of ing leads to the Service's port
+// to the container's http port (httpPort).
+func checkIngress(t *testing.T, ing *networkingv1.Ingress, main *corev1.Service, httpPort int32, ports map[string]int32) {
+	t.Helper()
+	if len(ing.Spec.Rules) == 0 {
+		t.Errorf("Ingress %s has no rules", ing.Name)
+	}
+	hosts := map[string]bool{}
+	for _, rule := range ing.Spec.Rules {
+		hosts[rule.Host] = true
+		if rule.HTTP == nil || len(rule.HTTP.Paths) == 0 {
+			t.Errorf("Ingress rule %q: no paths", rule.Host)
+			continue
+		}
+		for _, p := range rule.HTTP.Paths {
+			where := fmt.Sprintf("Ingress rule %q path %q", rule.Host, p.Path)
+			if p.PathType == nil {
+				t.Errorf("%s: no pathType", where)
+			}
+			b := p.Backend.Service
+			if b == nil || b.Name != main.Name {
+				t.Errorf("%s: backend %+v, want the Service %s", where, p.Backend, main.Name)
+				continue
+			}
+			var sp *corev1.ServicePort
+			for i, q := range main.Spec.Ports {
+				if b.Port.Name != "" && q.Name == b.Port.Name || b.Port.Name == "" && q.Port == b.Port.Number {
+					sp = &main.Spec.Ports[i]
+				}
+			}
+			if sp == nil || resolve(sp.TargetPort, ports) != httpPort {
+				t.Errorf("%s: backend port %+v is not the Service's port to the container's http port", where, b.Port)
+			}
+		}
+	}
+	for _, tls := range ing.Spec.TLS {
+		if tls.SecretName == "" {
+			t.Errorf("Ingress tls %v: no secretName", tls.Hosts)
+		}
+		for _, h := range tls.Hosts {
+			if !hosts[h] {
+				t.Errorf("Ingress tls host %s is the host of no rule", h)
+			}
 		}
 	}
 }
@@ -405,12 +571,21 @@ func TestChart(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		values   []string
+		set      []string // helm --set
 		external []string
 		check    func(*testing.T, rendered)
 	}{
 		{name: "defaults", check: func(t *testing.T, r rendered) {
 			if len(r.secrets) != 0 || len(r.sts.Spec.Template.Spec.Volumes) != 0 || len(r.sts.Spec.Template.Spec.Containers[0].Env) != 0 {
 				t.Errorf("the defaults render Secrets, volumes or env: %d, %d, %d", len(r.secrets), len(r.sts.Spec.Template.Spec.Volumes), len(r.sts.Spec.Template.Spec.Containers[0].Env))
+			}
+			if r.serviceMonitor != nil || r.ingress != nil {
+				t.Errorf("the defaults render a ServiceMonitor or an Ingress")
+			}
+			for _, s := range r.services {
+				if len(s.Spec.Ports) != 1 || s.Labels["inlet-service"] != "" {
+					t.Errorf("Service %s: ports %+v, labels %v: want http only, and the chart's labels", s.Name, s.Spec.Ports, s.Labels)
+				}
 			}
 		}},
 		{name: "everything on", values: []string{"testdata/full-values.yaml"}, check: func(t *testing.T, r rendered) {
@@ -457,8 +632,17 @@ func TestChart(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var args []string
+			ns := "default"
 			for _, v := range tc.values {
 				args = append(args, "--values", v)
+			}
+			for _, v := range tc.set {
+				if n, ok := strings.CutPrefix(v, "--namespace="); ok {
+					ns = n
+					args = append(args, v)
+				} else {
+					args = append(args, "--set", v)
+				}
 			}
 			if _, err := helm(append([]string{"lint", "--strict", chart}, args...)...); err != nil {
 				t.Error(err)
@@ -467,7 +651,7 @@ func TestChart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := split(t, objs)
+			r := split(t, ns, objs)
 			checkChart(t, r, tc.external...)
 			tc.check(t, r)
 		})
@@ -522,7 +706,11 @@ func TestStrictDecoding(t *testing.T) {
 		{"wrong type", sts("  replicas: three\n"), "cannot unmarshal"},
 		{"wrong case", sts("  ServiceName: x\n"), `unknown field "spec.ServiceName"`},
 		{"duplicate field", sts("  replicas: 1\n  replicas: 2\n"), `key "replicas" already set`},
-		{"unknown kind", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: x\n", "no kind"},
+		{"unknown kind", "apiVersion: cert-manager.io/v1\nkind: Certificate\nmetadata:\n  name: x\n", "no kind"},
+		{"unknown field of a ServiceMonitor", "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata:\n  name: x\nspec:\n  endpoints:\n    - port: http\n      intervall: 30s\n",
+			`unknown field "spec.endpoints[0].intervall"`},
+		{"unknown field of an Ingress", "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: x\nspec:\n  rules:\n    - host: x\n      http:\n        paths:\n          - path: /\n            backend:\n              serviceName: x\n",
+			`unknown field "spec.rules[0].http.paths[0].backend.serviceName"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Decode([]byte("---\n# Source: x\n" + tc.doc))
@@ -582,6 +770,57 @@ func TestSystemdUnit(t *testing.T) {
 	}
 }
 
+// pod is inlet run as a rendering's pod would run: its args, and its
+// ConfigMap as the environment.
+type pod struct {
+	spec   corev1.PodSpec
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when the process ended
+	err    error         // of Wait, once exited is closed
+	logs   bytes.Buffer  // read it once exited is closed
+}
+
+// startPod starts inlet as r's pod, with the settings of set over the
+// ConfigMap's (addresses and paths of the test's own). The test's end
+// kills it, and shows its output if the test failed.
+func startPod(t *testing.T, r rendered, set map[string]string) *pod {
+	t.Helper()
+	bin, err := inletBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pod{spec: r.sts.Spec.Template.Spec, exited: make(chan struct{})}
+	args := p.spec.Containers[0].Args
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "INLET_") {
+			env = append(env, e)
+		}
+	}
+	for k, v := range r.configMap.Data {
+		if _, ok := set[k]; !ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range set {
+		env = append(env, k+"="+v)
+	}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Env, p.cmd.Stdout, p.cmd.Stderr = env, &p.logs, &p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("inlet %s, its output:\n%s", strings.Join(args, " "), p.logs.String())
+		}
+	})
+	return p
+}
+
 // TestDefaultsServe runs inlet as the default rendering's pod would: its
 // args and its ConfigMap as the environment, with a data directory and
 // ports of the test's own. Its probes must answer 200, and SIGTERM must stop
@@ -591,57 +830,25 @@ func TestDefaultsServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := split(t, objs)
-	bin, err := inletBin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := r.sts.Spec.Template.Spec
-	c := pod.Containers[0]
-	args := c.Args
-	var env []string
-	for _, e := range os.Environ() {
-		if !strings.HasPrefix(e, "INLET_") {
-			env = append(env, e)
-		}
-	}
-	for k, v := range r.configMap.Data {
-		env = append(env, k+"="+v)
-	}
+	r := split(t, "default", objs)
 	addr := freeAddr(t)
-	env = append(env, "INLET_DATA_DIR="+t.TempDir(), "INLET_LISTEN="+addr, "INLET_BROKER_LISTEN="+freeAddr(t))
+	p := startPod(t, r, map[string]string{"INLET_DATA_DIR": t.TempDir(), "INLET_LISTEN": addr, "INLET_BROKER_LISTEN": freeAddr(t)})
 
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Env, cmd.Stdout, cmd.Stderr = env, &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	defer func() {
-		cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("inlet %s, its output:\n%s", strings.Join(args, " "), logs.String())
-		}
-	}()
-
-	for _, p := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
-		if err := waitOK(exited, "http://"+addr+p.HTTPGet.Path, time.Minute); err != nil {
+	c := p.spec.Containers[0]
+	for _, probe := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		if err := waitOK(p.exited, "http://"+addr+probe.HTTPGet.Path, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
-	grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+	grace := time.Duration(*p.spec.TerminationGracePeriodSeconds) * time.Second
 	start := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
-		if waitErr != nil {
-			t.Errorf("inlet exited with %v after SIGTERM", waitErr)
+	case <-p.exited:
+		if p.err != nil {
+			t.Errorf("inlet exited with %v after SIGTERM", p.err)
 		}
 		t.Logf("stopped %v after SIGTERM (grace period %v)", time.Since(start).Round(time.Millisecond), grace)
 	case <-time.After(grace):
