@@ -2,9 +2,18 @@ package kubecheck
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -588,6 +597,35 @@ func TestChart(t *testing.T) {
 				}
 			}
 		}},
+		{name: "https", values: []string{"testdata/https-values.yaml"}, check: func(t *testing.T, r rendered) {
+			cm := r.configMap.Data
+			for k, want := range map[string]string{
+				"INLET_LISTEN": ":8080", "INLET_TLS_LISTEN": ":8443", "INLET_TLS_CERT": "/etc/inlet/https/tls.crt",
+				"INLET_TLS_KEY": "/etc/inlet/https/tls.key", "INLET_TLS_RELOAD_INTERVAL": "30s",
+			} {
+				if cm[k] != want {
+					t.Errorf("ConfigMap %s=%q, want %q", k, cm[k], want)
+				}
+			}
+			s := r.secrets["inlet-https"]
+			if s == nil {
+				t.Fatal("no Secret inlet-https")
+			}
+			if s.Type != corev1.SecretTypeTLS || !strings.Contains(string(s.Data["tls.crt"]), "not a real certificate") ||
+				!strings.Contains(string(s.Data["tls.key"]), "not a real key") {
+				t.Errorf("Secret inlet-https of type %s, keys %v: want a kubernetes.io/tls Secret of the values' certificate and key", s.Type, slices.Sorted(maps.Keys(s.Data)))
+			}
+			vols := r.sts.Spec.Template.Spec.Volumes
+			if len(vols) != 1 || vols[0].Secret == nil || vols[0].Secret.SecretName != "inlet-https" {
+				t.Errorf("volumes %+v: want the Secret inlet-https", vols)
+			}
+			headless, main := r.headless()
+			for s, want := range map[*corev1.Service]int32{main: 443, headless: 8443} {
+				if p := servicePort(s, "https"); p == nil || p.Port != want || p.TargetPort.String() != "https" {
+					t.Errorf("Service %s port https %+v: want %d to the container's https", s.Name, p, want)
+				}
+			}
+		}},
 		{name: "everything on", values: []string{"testdata/full-values.yaml"}, check: func(t *testing.T, r rendered) {
 			cm := r.configMap.Data
 			for k, want := range map[string]string{
@@ -613,9 +651,12 @@ func TestChart(t *testing.T) {
 			if g := *r.sts.Spec.Template.Spec.TerminationGracePeriodSeconds; g != 15+60+5 {
 				t.Errorf("terminationGracePeriodSeconds %d, want 80 from the values", g)
 			}
+			if len(r.secrets) != 4 || r.secrets["inlet-https"] == nil || r.configMap.Data["INLET_TLS_LISTEN"] != ":8443" {
+				t.Errorf("Secrets %d, INLET_TLS_LISTEN %q: want four Secrets, inlet-https among them, and HTTPS on :8443", len(r.secrets), r.configMap.Data["INLET_TLS_LISTEN"])
+			}
 		}},
 		{name: "existing secrets", values: []string{"testdata/existing-secrets-values.yaml"},
-			external: []string{"kafka-credentials", "kafka-client-tls", "inlet-clients"},
+			external: []string{"kafka-credentials", "kafka-client-tls", "inlet-clients", "events-example-com-tls"},
 			check: func(t *testing.T, r rendered) {
 				if len(r.secrets) != 0 {
 					t.Errorf("the chart made Secrets though the values name existing ones")
@@ -627,6 +668,17 @@ func TestChart(t *testing.T) {
 				env := r.sts.Spec.Template.Spec.Containers[0].Env
 				if len(env) != 1 || env[0].ValueFrom.SecretKeyRef.Name != "kafka-credentials" || env[0].ValueFrom.SecretKeyRef.Key != "sasl-password" {
 					t.Errorf("env %+v: want the password from kafka-credentials/sasl-password", env)
+				}
+				// cert-manager's Secret, mounted whole: its renewals reach
+				// the files, which inlet reloads.
+				mounted := false
+				for _, v := range r.sts.Spec.Template.Spec.Volumes {
+					if v.Secret != nil && v.Secret.SecretName == "events-example-com-tls" && len(v.Secret.Items) == 0 {
+						mounted = true
+					}
+				}
+				if !mounted || cm["INLET_TLS_CERT"] != "/etc/inlet/https/tls.crt" {
+					t.Errorf("want the Secret events-example-com-tls mounted whole, INLET_TLS_CERT in it; INLET_TLS_CERT=%q", cm["INLET_TLS_CERT"])
 				}
 			}},
 	} {
@@ -665,6 +717,14 @@ func TestChartRefuses(t *testing.T) {
 		{"config.kafka-sasl-password=x", "set it through the chart's value kafka.sasl"},
 		{"config.BROKERS=x", "name a flag of inlet serve"},
 		{"shutdown.delaySeconds=10s", "shutdown.delaySeconds must be a whole number of seconds"},
+		{"config.tls-cert=/x.pem", "set it through the chart's value https.cert or https.existingSecret"},
+		{"config.tls-listen=:8443", "set it through the chart's value https.port"},
+		{"https.enabled=true", "https.enabled needs a certificate: https.existingSecret"},
+		{"https.enabled=true,https.cert=PEM", "https.cert without https.key"},
+		{"https.enabled=true,https.key=PEM", "https.key without https.cert"},
+		{"https.enabled=true,https.existingSecret=tls,https.cert=PEM,https.key=PEM", "give https.existingSecret or https.cert and https.key, not both"},
+		{"https.enabled=true,https.existingSecret=tls,https.port=8080", "https.port 8080 is containerPort too"},
+		{"https.enabled=true,https.existingSecret=tls,ops.enabled=true,https.port=9090", "https.port 9090 is ops.port too"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := helm("template", "inlet", chart, "--set", tc.set)
@@ -853,6 +913,192 @@ func TestDefaultsServe(t *testing.T) {
 		t.Logf("stopped %v after SIGTERM (grace period %v)", time.Since(start).Round(time.Millisecond), grace)
 	case <-time.After(grace):
 		t.Errorf("inlet still runs %v after SIGTERM: Kubernetes would kill it", grace)
+	}
+}
+
+// TestHTTPSServe runs inlet as the pod of a rendering with https.enabled,
+// the chart's Secret laid out as the kubelet lays out a Secret volume: the
+// probes' port stays plain HTTP, the https port serves the Secret's
+// certificate, and when the Secret changes (a cert-manager renewal: the
+// kubelet swaps the volume's ..data symlink) inlet serves the new one
+// without a restart. A changed Secret made by the chart also changes the
+// pod template, which rolls the pods.
+func TestHTTPSServe(t *testing.T) {
+	dir := t.TempDir()
+	certA, keyA := selfSigned(t, 1)
+	certB, keyB := selfSigned(t, 2)
+	renderCert := func(cert, key []byte) rendered {
+		t.Helper()
+		certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+		if err := os.WriteFile(certFile, cert, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		objs, err := Decode(render(t, "--set", "https.enabled=true", "--set-file", "https.cert="+certFile,
+			"--set-file", "https.key="+keyFile, "--set", "config.tls-reload-interval=100ms"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := split(t, "default", objs)
+		checkChart(t, r)
+		return r
+	}
+	r := renderCert(certA, keyA)
+	rB := renderCert(certB, keyB)
+	if a, b := r.sts.Spec.Template.Annotations["checksum/secrets"], rB.sts.Spec.Template.Annotations["checksum/secrets"]; a == "" || a == b {
+		t.Errorf("checksum/secrets %q with either certificate: a new certificate must change the pod template", a)
+	}
+
+	// The Secret's volume, at a directory of the test's own.
+	cm := r.configMap.Data
+	mount := filepath.Dir(cm["INLET_TLS_CERT"])
+	secret := func(r rendered) map[string][]byte {
+		for _, v := range r.sts.Spec.Template.Spec.Volumes {
+			for _, m := range r.sts.Spec.Template.Spec.Containers[0].VolumeMounts {
+				if m.Name == v.Name && m.MountPath == mount && v.Secret != nil {
+					return r.secrets[v.Secret.SecretName].Data
+				}
+			}
+		}
+		t.Fatalf("no Secret mounted at %s", mount)
+		return nil
+	}
+	vol := &secretVolume{dir: filepath.Join(dir, "volume")}
+	vol.write(t, secret(r))
+	local := func(k string) string { return filepath.Join(vol.dir, strings.TrimPrefix(cm[k], mount+"/")) }
+
+	addr, tlsAddr := freeAddr(t), freeAddr(t)
+	p := startPod(t, r, map[string]string{
+		"INLET_DATA_DIR": t.TempDir(), "INLET_LISTEN": addr, "INLET_BROKER_LISTEN": freeAddr(t),
+		"INLET_TLS_LISTEN": tlsAddr, "INLET_TLS_CERT": local("INLET_TLS_CERT"), "INLET_TLS_KEY": local("INLET_TLS_KEY"),
+	})
+	c := p.spec.Containers[0]
+	for _, probe := range []*corev1.Probe{c.StartupProbe, c.LivenessProbe, c.ReadinessProbe} {
+		if probe.HTTPGet.Scheme != "" && probe.HTTPGet.Scheme != corev1.URISchemeHTTP {
+			t.Errorf("probe on %s over %s: want plain HTTP", probe.HTTPGet.Path, probe.HTTPGet.Scheme)
+		}
+		if err := waitOK(p.exited, "http://"+addr+probe.HTTPGet.Path, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(certA)
+	roots.AppendCertsFromPEM(certB)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:   &tls.Config{RootCAs: roots, ServerName: "inlet.test"},
+		DisableKeepAlives: true, // a handshake each request: the certificate of the moment
+	}}
+	// served is the serial number of the certificate the https port shows.
+	served := func() (int64, error) {
+		resp, err := client.Get("https://" + tlsAddr + "/healthz")
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("GET /healthz over HTTPS: %s", resp.Status)
+		}
+		return resp.TLS.PeerCertificates[0].SerialNumber.Int64(), nil
+	}
+	if n, err := served(); err != nil || n != 1 {
+		t.Fatalf("the https port serves certificate %d (%v), want 1, the Secret's", n, err)
+	}
+
+	vol.write(t, secret(rB))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := served()
+		if err == nil && n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the Secret volume changed, the https port serves certificate %d (%v), want 2", n, err)
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("inlet exited after the Secret volume changed: %v", p.err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := waitOK(p.exited, "http://"+addr+"/readyz", 10*time.Second); err != nil {
+		t.Error(err)
+	}
+}
+
+// selfSigned makes a self-signed ECDSA certificate for inlet.test with the
+// serial number given, and its key, in PEM.
+func selfSigned(tb testing.TB, serial int64) (certPEM, keyPEM []byte) {
+	tb.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: "inlet.test"},
+		DNSNames:     []string{"inlet.test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
+}
+
+// secretVolume lays files out as the kubelet does in a Secret volume:
+// each key a symlink to ..data/KEY, ..data a symlink to the directory of
+// the Secret's current version. An update writes a new version directory
+// and renames a new ..data symlink over the old one, so a reader sees the
+// old files or the new ones, never a mix.
+type secretVolume struct {
+	dir     string
+	version int
+}
+
+func (v *secretVolume) write(tb testing.TB, data map[string][]byte) {
+	tb.Helper()
+	v.version++
+	version := fmt.Sprintf("..version_%d", v.version)
+	if err := os.MkdirAll(filepath.Join(v.dir, version), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	for k, b := range data {
+		if err := os.WriteFile(filepath.Join(v.dir, version, k), b, 0o440); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	if err := os.Symlink(version, tmp); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+		tb.Fatal(err)
+	}
+	for k := range data {
+		link := filepath.Join(v.dir, k)
+		if _, err := os.Lstat(link); err == nil {
+			continue
+		}
+		if err := os.Symlink(filepath.Join("..data", k), link); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if v.version > 1 {
+		if err := os.RemoveAll(filepath.Join(v.dir, fmt.Sprintf("..version_%d", v.version-1))); err != nil {
+			tb.Fatal(err)
+		}
 	}
 }
 

@@ -32,6 +32,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "inlet.dataDir" -}}/var/lib/inlet{{- end }}
 {{- define "inlet.kafkaTLSDir" -}}/etc/inlet/kafka-tls{{- end }}
 {{- define "inlet.authDir" -}}/etc/inlet/auth{{- end }}
+{{- define "inlet.httpsDir" -}}/etc/inlet/https{{- end }}
 
 {{/* A whole number of seconds from values (name, value), or fail. */}}
 {{- define "inlet.seconds" -}}
@@ -83,5 +84,28 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- $ := index . 0 }}{{ $f := index . 1 }}
 {{- with $.Values.auth }}
 {{- if .existingSecret }}{{ index .existingSecretKeys $f }}{{ else if index . $f }}{{ index (dict "clients" "clients.json" "tokenKey" "token.key") $f }}{{ end }}
+{{- end }}
+{{- end }}
+
+{{/* The kubernetes.io/tls Secret of the HTTPS certificate; "" without
+https.enabled. Refuses a certificate without its key, or none at all. */}}
+{{- define "inlet.httpsSecret" -}}
+{{- with .Values.https }}
+{{- if .enabled }}
+{{- if and .existingSecret (or .cert .key) }}
+{{- fail "https: give https.existingSecret or https.cert and https.key, not both" }}
+{{- else if and (not .existingSecret) (not .cert) (not .key) }}
+{{- fail "https.enabled needs a certificate: https.existingSecret (a kubernetes.io/tls Secret, as cert-manager writes) or https.cert and https.key (PEM)" }}
+{{- else if not .existingSecret }}
+{{- if not .cert }}{{ fail "https.key without https.cert: give both (PEM), or https.existingSecret" }}{{ end }}
+{{- if not .key }}{{ fail "https.cert without https.key: give both (PEM), or https.existingSecret" }}{{ end }}
+{{- end }}
+{{- range $name, $port := dict "containerPort" $.Values.containerPort "ops.port" (ternary $.Values.ops.port "" $.Values.ops.enabled) }}
+{{- if eq (toString $port) (toString $.Values.https.port) }}
+{{- fail (printf "https.port %v is %s too: give HTTPS a port of its own" $.Values.https.port $name) }}
+{{- end }}
+{{- end }}
+{{- .existingSecret | default (printf "%s-https" (include "inlet.fullname" $)) }}
+{{- end }}
 {{- end }}
 {{- end }}
