@@ -626,6 +626,23 @@ func TestChart(t *testing.T) {
 				}
 			}
 		}},
+		{name: "service monitor on the http port", set: []string{"serviceMonitor.enabled=true", "serviceMonitor.namespace=monitoring",
+			"serviceMonitor.labels.release=kube-prometheus-stack", "serviceMonitor.interval=1m", "serviceMonitor.scrapeTimeout=", "--namespace=inlet"},
+			check: func(t *testing.T, r rendered) {
+				sm := r.serviceMonitor
+				if sm == nil {
+					t.Fatal("no ServiceMonitor")
+				}
+				if sm.Namespace != "monitoring" || !slices.Equal(sm.Spec.NamespaceSelector.MatchNames, []string{"inlet"}) {
+					t.Errorf("ServiceMonitor in %q, namespaceSelector %+v: want monitoring, looking in inlet", sm.Namespace, sm.Spec.NamespaceSelector)
+				}
+				if sm.Labels["release"] != "kube-prometheus-stack" || sm.Labels["app.kubernetes.io/name"] != "inlet" {
+					t.Errorf("ServiceMonitor labels %v: want the chart's and release=kube-prometheus-stack", sm.Labels)
+				}
+				if e := sm.Spec.Endpoints[0]; e.Port != "http" || e.Interval != "1m" || e.ScrapeTimeout != "" {
+					t.Errorf("endpoint %+v: want port http every 1m, Prometheus' own timeout", e)
+				}
+			}},
 		{name: "everything on", values: []string{"testdata/full-values.yaml"}, check: func(t *testing.T, r rendered) {
 			cm := r.configMap.Data
 			for k, want := range map[string]string{
@@ -653,6 +670,9 @@ func TestChart(t *testing.T) {
 			}
 			if len(r.secrets) != 4 || r.secrets["inlet-https"] == nil || r.configMap.Data["INLET_TLS_LISTEN"] != ":8443" {
 				t.Errorf("Secrets %d, INLET_TLS_LISTEN %q: want four Secrets, inlet-https among them, and HTTPS on :8443", len(r.secrets), r.configMap.Data["INLET_TLS_LISTEN"])
+			}
+			if sm := r.serviceMonitor; sm == nil || sm.Spec.Endpoints[0].Port != "ops" {
+				t.Errorf("want a ServiceMonitor scraping the ops port")
 			}
 		}},
 		{name: "existing secrets", values: []string{"testdata/existing-secrets-values.yaml"},

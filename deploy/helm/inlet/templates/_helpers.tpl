@@ -109,3 +109,9 @@ https.enabled. Refuses a certificate without its key, or none at all. */}}
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The label that tells the headless Service from the other, for the
+ServiceMonitor's selector; only with it, so that the default rendering stays. */}}
+{{- define "inlet.headlessLabels" -}}
+inlet-service: headless
+{{- end }}
