@@ -643,6 +643,31 @@ func TestChart(t *testing.T) {
 					t.Errorf("endpoint %+v: want port http every 1m, Prometheus' own timeout", e)
 				}
 			}},
+		{name: "ingress", values: []string{"testdata/ingress-values.yaml"}, check: func(t *testing.T, r rendered) {
+			ing := r.ingress
+			if ing == nil {
+				t.Fatal("no Ingress")
+			}
+			if !is(ing.Spec.IngressClassName, "nginx") || ing.Annotations["nginx.ingress.kubernetes.io/proxy-body-size"] != "2m" {
+				t.Errorf("Ingress class %v, annotations %v: want those of the values", ing.Spec.IngressClassName, ing.Annotations)
+			}
+			var got []string
+			for _, rule := range ing.Spec.Rules {
+				for _, p := range rule.HTTP.Paths {
+					got = append(got, fmt.Sprintf("%s%s %s %s:%s", rule.Host, p.Path, *p.PathType, p.Backend.Service.Name, p.Backend.Service.Port.Name))
+				}
+			}
+			want := []string{"events.example.com/ Prefix inlet:http", "events.example.org/v1/ Prefix inlet:http", "/pixel Exact inlet:http"}
+			if !slices.Equal(got, want) {
+				t.Errorf("Ingress paths %q, want %q", got, want)
+			}
+			if len(ing.Spec.TLS) != 1 || ing.Spec.TLS[0].SecretName != "events-tls" || !slices.Equal(ing.Spec.TLS[0].Hosts, []string{"events.example.com", "events.example.org"}) {
+				t.Errorf("Ingress tls %+v: want events-tls for both hosts", ing.Spec.TLS)
+			}
+			if r.configMap.Data["INLET_TRUSTED_PROXIES"] != "10.42.0.0/16" {
+				t.Errorf("INLET_TRUSTED_PROXIES %q: want the controller's pods", r.configMap.Data["INLET_TRUSTED_PROXIES"])
+			}
+		}},
 		{name: "everything on", values: []string{"testdata/full-values.yaml"}, check: func(t *testing.T, r rendered) {
 			cm := r.configMap.Data
 			for k, want := range map[string]string{
@@ -673,6 +698,9 @@ func TestChart(t *testing.T) {
 			}
 			if sm := r.serviceMonitor; sm == nil || sm.Spec.Endpoints[0].Port != "ops" {
 				t.Errorf("want a ServiceMonitor scraping the ops port")
+			}
+			if r.ingress == nil {
+				t.Errorf("want an Ingress")
 			}
 		}},
 		{name: "existing secrets", values: []string{"testdata/existing-secrets-values.yaml"},
@@ -745,6 +773,8 @@ func TestChartRefuses(t *testing.T) {
 		{"https.enabled=true,https.existingSecret=tls,https.cert=PEM,https.key=PEM", "give https.existingSecret or https.cert and https.key, not both"},
 		{"https.enabled=true,https.existingSecret=tls,https.port=8080", "https.port 8080 is containerPort too"},
 		{"https.enabled=true,https.existingSecret=tls,ops.enabled=true,https.port=9090", "https.port 9090 is ops.port too"},
+		{"ingress.enabled=true", "ingress.enabled needs ingress.hosts"},
+		{"ingress.enabled=true,ingress.hosts[0].host=events.example.com", `ingress.hosts[0] ("events.example.com"): give at least one path`},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, err := helm("template", "inlet", chart, "--set", tc.set)
