@@ -81,6 +81,53 @@ func TestChanged(t *testing.T) {
 	}
 }
 
+// TestChangedSymlinkSwap: a Kubernetes ConfigMap or Secret volume holds
+// the file as name -> ..data/name, and an update writes a new directory
+// and swaps the ..data symlink to it. A file of the same size and time is
+// seen as changed (the inode), once.
+func TestChangedSymlinkSwap(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	then := time.Now().Add(-time.Hour).Truncate(time.Second)
+	version := func(name, content string) {
+		t.Helper()
+		d := filepath.Join(dir, name)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(d, "tls.crt")
+		if err := os.WriteFile(f, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(f, then, then); err != nil {
+			t.Fatal(err)
+		}
+		tmp := filepath.Join(dir, "..data_tmp")
+		if err := os.Symlink(name, tmp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	version("..v1", "one")
+	path := filepath.Join(dir, "tls.crt")
+	if err := os.Symlink(filepath.Join("..data", "tls.crt"), path); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFile(path)
+	if f.Changed(false) {
+		t.Fatal("Changed before the swap")
+	}
+	version("..v2", "two") // same size, same time
+	if !f.Changed(false) {
+		t.Fatal("the swap to a file of the same size and time is not seen")
+	}
+	if f.Changed(false) {
+		t.Fatal("the swap is reported twice")
+	}
+}
+
 // TestPoller has a Poller call fn, closed, closed again, and started
 // again; and closed when never started.
 func TestPoller(t *testing.T) {
