@@ -93,10 +93,6 @@ func runServe(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	if cfg.TLSCert != "" {
-		// Errors are logged, the certificate in use kept.
-		defer onHangup(func() { _ = g.ReloadTLS() })()
-	}
 	brokers := strings.Join(cfg.Brokers, ",")
 	if brokers == "" {
 		brokers = g.BrokerAddr()
@@ -133,6 +129,10 @@ func runCatalogServe(ctx context.Context, args []string, env Env) error {
 // which a second signal cuts short. It returns the failure, or an error of
 // the shutdown.
 func runGateway(ctx context.Context, g *gateway.Gateway, timeout time.Duration, log *slog.Logger) error {
+	if g.Reloadable() {
+		// Errors are logged, the files in use kept.
+		defer onHangup(func() { _ = g.Reload() })()
+	}
 	var failed error
 	select {
 	case <-ctx.Done():

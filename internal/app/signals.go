@@ -33,8 +33,9 @@ func onSignalAgain(skip func()) (unregister func()) {
 
 // Signals turns the process's signals into what inlet does with them, and
 // returns once sigs is closed. SIGHUP reloads what the running command
-// registered with onHangup (the HTTPS certificate of `inlet serve
-// --tls-cert`). Otherwise the first SIGTERM, SIGINT or SIGHUP cancels the
+// registered with onHangup (the files `inlet serve` and `inlet catalog
+// serve` read while they run: --tls-cert, --routes, --clients,
+// --geoip-db). Otherwise the first SIGTERM, SIGINT or SIGHUP cancels the
 // commands' context: a graceful stop (a gateway drains, flushes and exits
 // 0 if nothing was lost); SIGHUP, which a closing terminal or a supervisor
 // sends, stops a command with nothing to reload the same way rather than

@@ -2,15 +2,19 @@ package app
 
 import (
 	"bufio"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/testkit"
 )
 
@@ -58,6 +62,47 @@ func TestSIGHUPStopsGracefully(t *testing.T) {
 		t.Fatalf("exit %d after SIGHUP, want 0", code)
 	}
 	testkit.ConsumeN(t, brokers, topic, 40, time.Second)
+}
+
+// TestSIGHUPReloads: with files inlet reads while it runs (here --clients,
+// polled only every hour), SIGHUP reads them at once rather than stopping:
+// a client added to the file is taken right after the signal; SIGTERM still
+// stops inlet with 0.
+func TestSIGHUPReloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary; skipped with -short")
+	}
+	clients := filepath.Join(t.TempDir(), "clients.json")
+	if _, err := auth.AddClient(clients, auth.Client{ID: "first"}); err != nil {
+		t.Fatal(err)
+	}
+	// --ack spool takes events with Kafka unreachable: no broker needed.
+	s := serveBinary(t, nil, "--brokers", testkit.FreeAddr(t), "--clients", clients, "--auth",
+		"--clients-reload-interval", "1h", "--shutdown-timeout", "3s")
+	secret, err := auth.AddClient(clients, auth.Client{ID: "second"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func() testkit.Response {
+		return testkit.Do(t, "POST", "http://"+s.addr+"/v1/batch", []byte(`[{"event":"hup"}]`), "Content-Type", "application/json",
+			"Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("second:"+secret)))
+	}
+	if r := post(); r.Status != http.StatusUnauthorized {
+		t.Fatalf("a client added to the file, before SIGHUP: %s, want 401", r)
+	}
+	if err := s.Cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitFor(t, 20*time.Second, "the client added taken after SIGHUP", func() bool { return post().Status == http.StatusOK })
+	if !strings.Contains(s.Logs.String(), ": reloading") {
+		t.Errorf("no \"reloading\" in the log:\n%s", s.Logs)
+	}
+	if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := s.Wait(t, 20*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0:\n%s", code, s.Logs)
+	}
 }
 
 // TestSecondSignalExitsAtOnce: a shutdown that waits for Kafka (here

@@ -116,8 +116,13 @@ func (e *Enricher) Close() {
 	}
 }
 
-// GeoDB is the database in use, nil without one.
-func (e *Enricher) GeoDB() *GeoDB { return e.geo }
+// GeoDB is the database in use, nil without one (or without e).
+func (e *Enricher) GeoDB() *GeoDB {
+	if e == nil {
+		return nil
+	}
+	return e.geo
+}
 
 // Outcome is what Request made of a request.
 type Outcome struct {

@@ -44,7 +44,7 @@ type Config struct {
 	Listen string // HTTP listen address: plain (HTTP/1.1 and h2c), or HTTPS with TLSCert and no TLSListen
 	// TLSCert and TLSKey are the PEM certificate (with its chain) and key
 	// of HTTPS (HTTP/1.1 and HTTP/2 by ALPN, TLS 1.2 at least), reloaded
-	// on SIGHUP (ReloadTLS) and when the files change (TLSReloadInterval).
+	// on SIGHUP (Reload) and when the files change (TLSReloadInterval).
 	TLSCert, TLSKey string
 	// TLSListen is the HTTPS listen address; with it, Listen stays plain.
 	// Empty: Listen serves HTTPS when TLSCert is set.

@@ -14,6 +14,7 @@ func (g *Gateway) startEnrich(opts []ingest.Option) ([]ingest.Option, error) {
 	if err != nil || e == nil {
 		return opts, err
 	}
+	g.enrich = e
 	g.lc.started("enrichment", 0, func(context.Context) error { e.Close(); return nil })
 	return append(opts, ingest.WithEnricher(e)), nil
 }

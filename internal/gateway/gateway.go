@@ -17,6 +17,7 @@ import (
 	"github.com/inlet-dev/inlet/internal/auth"
 	"github.com/inlet-dev/inlet/internal/catalog"
 	"github.com/inlet-dev/inlet/internal/devbroker"
+	"github.com/inlet-dev/inlet/internal/enrich"
 	"github.com/inlet-dev/inlet/internal/ingest"
 	"github.com/inlet-dev/inlet/internal/kafka"
 	"github.com/inlet-dev/inlet/internal/membudget"
@@ -59,7 +60,8 @@ type Gateway struct {
 	auth         *auth.Authenticator
 	catalog      *catalog.Catalog
 	catalogCheck *catalogCheck
-	routeTable   *routes.Watcher // nil without --routes
+	routeTable   *routes.Watcher  // nil without --routes
+	enrich       *enrich.Enricher // nil without enrichment
 	grpcLn       net.Listener
 	thriftLn     net.Listener
 
@@ -347,15 +349,35 @@ func (g *Gateway) OpsAddr() string { return addrOf(g.opsLn) }
 // with --tls-cert; "" without HTTPS.
 func (g *Gateway) TLSAddr() string { return addrOf(g.tlsLn) }
 
-// ReloadTLS loads the HTTPS certificate and key again (on SIGHUP): new
-// handshakes get the new certificate, open connections keep theirs. If
-// they do not load, the certificate in use stays and the error is
-// returned (and logged). Without HTTPS it does nothing.
-func (g *Gateway) ReloadTLS() error {
-	if g.certs == nil {
-		return nil
+// Reloadable reports whether the gateway reads files while it runs, which
+// Reload reads now: the HTTPS certificate and key (--tls-cert), the routes
+// file (--routes), the clients file and session key (--clients), the
+// geo-IP database (--geoip-db).
+func (g *Gateway) Reloadable() bool {
+	return g.certs != nil || g.routeTable != nil || g.auth != nil || g.enrich.GeoDB() != nil
+}
+
+// Reload reads every file the gateway reads while it runs now, rather than
+// at its next poll (on SIGHUP): new HTTPS handshakes get a new
+// certificate, open connections keep theirs; a changed routes file, clients
+// file or geo-IP database replaces the one in use. A file that does not
+// load leaves the one in use serving; its error is logged and returned
+// with the others'.
+func (g *Gateway) Reload() error {
+	var errs []error
+	if g.certs != nil {
+		errs = append(errs, g.certs.Reload("SIGHUP"))
 	}
-	return g.certs.Reload("SIGHUP")
+	if g.routeTable != nil {
+		errs = append(errs, g.routeTable.Reload())
+	}
+	if g.auth != nil {
+		errs = append(errs, g.auth.Reload())
+	}
+	if db := g.enrich.GeoDB(); db != nil {
+		errs = append(errs, db.Reload())
+	}
+	return errors.Join(errs...)
 }
 
 // BrokerAddr is the development broker's address; "" with Brokers.

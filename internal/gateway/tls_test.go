@@ -121,7 +121,7 @@ func TestHTTPSCurl(t *testing.T) {
 	}
 }
 
-// TestHTTPSReload: the certificate is replaced (ReloadTLS, as on SIGHUP)
+// TestHTTPSReload: the certificate is replaced (Reload, as on SIGHUP)
 // while clients send requests on kept-alive HTTP/1.1 and HTTP/2
 // connections and on new ones: every request is answered 200, new
 // connections get the new certificate, old ones go on. A bad new
@@ -194,7 +194,7 @@ func TestHTTPSReload(t *testing.T) {
 	waitCount("requests on every client", 20)
 
 	ca.ServerCert(t, certFile, keyFile, "second", time.Time{}, time.Time{})
-	if err := g.ReloadTLS(); err != nil {
+	if err := g.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	if cn := peerCN(t, ca, addr); cn != "second" {
@@ -215,8 +215,8 @@ func TestHTTPSReload(t *testing.T) {
 
 	// A bad certificate: the key of another one.
 	ca.ServerCert(t, certFile, filepath.Join(t.TempDir(), "other-key.pem"), "third", time.Time{}, time.Time{})
-	if err := g.ReloadTLS(); err == nil || !strings.Contains(err.Error(), "private key does not match") {
-		t.Fatalf("ReloadTLS with a mismatched key: %v", err)
+	if err := g.Reload(); err == nil || !strings.Contains(err.Error(), "private key does not match") {
+		t.Fatalf("Reload with a mismatched key: %v", err)
 	}
 	if cn := peerCN(t, ca, addr); cn != "second" {
 		t.Fatalf("certificate %q after a failed reload, want second kept", cn)

@@ -134,7 +134,7 @@ func (w *Watcher) reload(force bool) error {
 		err = fmt.Errorf("routes: %w", err)
 	} else {
 		sum := sha256.Sum256(b)
-		if !force && sum == w.sum { // touched, not changed
+		if sum == w.sum && w.cur.Load() != nil { // touched, not changed: the table and its overflow's state stay
 			return nil
 		}
 		var f *File
