@@ -773,6 +773,7 @@ func TestChartRefuses(t *testing.T) {
 		{"https.enabled=true,https.existingSecret=tls,https.cert=PEM,https.key=PEM", "give https.existingSecret or https.cert and https.key, not both"},
 		{"https.enabled=true,https.existingSecret=tls,https.port=8080", "https.port 8080 is containerPort too"},
 		{"https.enabled=true,https.existingSecret=tls,ops.enabled=true,https.port=9090", "https.port 9090 is ops.port too"},
+		{"https.enabled=true,https.existingSecret=tls,https.servicePort=80", "https.servicePort 80 is service.port too"},
 		{"ingress.enabled=true", "ingress.enabled needs ingress.hosts"},
 		{"ingress.enabled=true,ingress.hosts[0].host=events.example.com", `ingress.hosts[0] ("events.example.com"): give at least one path`},
 	} {

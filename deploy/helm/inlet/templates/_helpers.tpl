@@ -105,6 +105,9 @@ https.enabled. Refuses a certificate without its key, or none at all. */}}
 {{- fail (printf "https.port %v is %s too: give HTTPS a port of its own" $.Values.https.port $name) }}
 {{- end }}
 {{- end }}
+{{- if eq (toString .servicePort) (toString $.Values.service.port) }}
+{{- fail (printf "https.servicePort %v is service.port too: give HTTPS a port of its own on the Service" .servicePort) }}
+{{- end }}
 {{- .existingSecret | default (printf "%s-https" (include "inlet.fullname" $)) }}
 {{- end }}
 {{- end }}
