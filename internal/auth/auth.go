@@ -143,7 +143,7 @@ func Open(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Authenticat
 	}
 	log.Info("auth: clients loaded", "file", cfg.ClientsFile, "clients", len(cs), "rates", cfg.RateStoreKind(), "redis", cfg.RedisAddr)
 	ok = true
-	a.poll.Start(cfg.ReloadInterval, func() { a.reload(false) })
+	a.poll.Start(cfg.ReloadInterval, func() { _ = a.Check() })
 	return a, nil
 }
 
@@ -221,6 +221,10 @@ func burstOf(c *Client) int {
 // Reload reads the clients file (and the key file) now, changed or not,
 // and reports why it could not; the set loaded before is kept then.
 func (a *Authenticator) Reload() error { return a.reload(true) }
+
+// Check looks at the clients file (and the key file) now, as the poll
+// does, and reloads those that changed.
+func (a *Authenticator) Check() error { return a.reload(false) }
 
 func (a *Authenticator) reload(force bool) error {
 	a.reloadMu.Lock()

@@ -100,6 +100,10 @@ func OpenGeoDB(path string, precision int, log *slog.Logger, m *Metrics) (*GeoDB
 // any) keeps serving.
 func (g *GeoDB) Reload() error { return g.reload(true) }
 
+// Check looks at the file now, as the poll does, and reloads it if it
+// changed.
+func (g *GeoDB) Check() error { return g.reload(false) }
+
 func (g *GeoDB) reload(force bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -140,7 +144,7 @@ func (g *GeoDB) load() error {
 
 // Start polls the file every interval until Close.
 func (g *GeoDB) Start(interval time.Duration) {
-	g.poll.Start(interval, func() { _ = g.reload(false) })
+	g.poll.Start(interval, func() { _ = g.Check() })
 }
 
 // Close stops the poll and waits for it.

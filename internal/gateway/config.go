@@ -44,7 +44,7 @@ type Config struct {
 	Listen string // HTTP listen address: plain (HTTP/1.1 and h2c), or HTTPS with TLSCert and no TLSListen
 	// TLSCert and TLSKey are the PEM certificate (with its chain) and key
 	// of HTTPS (HTTP/1.1 and HTTP/2 by ALPN, TLS 1.2 at least), reloaded
-	// on SIGHUP (Reload) and when the files change (TLSReloadInterval).
+	// when the files change (TLSReloadInterval, and SIGHUP: Reload).
 	TLSCert, TLSKey string
 	// TLSListen is the HTTPS listen address; with it, Listen stays plain.
 	// Empty: Listen serves HTTPS when TLSCert is set.
@@ -171,7 +171,7 @@ func DefaultConfig() Config {
 // package registering its own; the defaults are c's values.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address (host:port); HTTPS with --tls-cert unless --tls-listen is given")
-	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate `file` (with its chain) for HTTPS: HTTP/1.1 and HTTP/2, TLS 1.2 at least; reloaded on SIGHUP and when it changes")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM certificate `file` (with its chain) for HTTPS: HTTP/1.1 and HTTP/2, TLS 1.2 at least; reloaded when it changes (looked at every --tls-reload-interval, and on SIGHUP)")
 	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM private key `file` of --tls-cert")
 	fs.StringVar(&c.TLSListen, "tls-listen", c.TLSListen, "HTTPS listen address (host:port); --listen then stays plain HTTP (HTTP/1.1 and h2c)")
 	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", c.TLSReloadInterval, "how often --tls-cert and --tls-key are checked for changes (0: only on SIGHUP)")

@@ -47,7 +47,7 @@
 // --kafka-sasl* flags every inlet command shares. Clients may connect over
 // HTTPS (tls.go): --tls-cert and --tls-key, on --listen, or on
 // --tls-listen with --listen staying plain (HTTP/1.1 and h2c); the
-// certificate is reloaded on SIGHUP (Reload) and when its files change,
+// certificate is reloaded when its files change (polled, and on SIGHUP),
 // through tls.Config.GetCertificate, so no connection is dropped.
 //
 // # Lifecycle

@@ -350,32 +350,33 @@ func (g *Gateway) OpsAddr() string { return addrOf(g.opsLn) }
 func (g *Gateway) TLSAddr() string { return addrOf(g.tlsLn) }
 
 // Reloadable reports whether the gateway reads files while it runs, which
-// Reload reads now: the HTTPS certificate and key (--tls-cert), the routes
+// Reload looks at now: the HTTPS certificate and key (--tls-cert), the routes
 // file (--routes), the clients file and session key (--clients), the
 // geo-IP database (--geoip-db).
 func (g *Gateway) Reloadable() bool {
 	return g.certs != nil || g.routeTable != nil || g.auth != nil || g.enrich.GeoDB() != nil
 }
 
-// Reload reads every file the gateway reads while it runs now, rather than
-// at its next poll (on SIGHUP): new HTTPS handshakes get a new
-// certificate, open connections keep theirs; a changed routes file, clients
-// file or geo-IP database replaces the one in use. A file that does not
-// load leaves the one in use serving; its error is logged and returned
-// with the others'.
+// Reload looks at every file the gateway reads while it runs now, rather
+// than at its next poll (on SIGHUP), and loads those that changed: new
+// HTTPS handshakes get a new certificate, open connections keep theirs; a
+// changed routes file, clients file or geo-IP database replaces the one in
+// use. An unchanged file is not read again (a geo-IP database is tens of
+// MB). A file that does not load leaves the one in use serving; its error
+// is logged and returned with the others'.
 func (g *Gateway) Reload() error {
 	var errs []error
 	if g.certs != nil {
-		errs = append(errs, g.certs.Reload("SIGHUP"))
+		errs = append(errs, g.certs.reload("SIGHUP", false))
 	}
 	if g.routeTable != nil {
-		errs = append(errs, g.routeTable.Reload())
+		errs = append(errs, g.routeTable.Check())
 	}
 	if g.auth != nil {
-		errs = append(errs, g.auth.Reload())
+		errs = append(errs, g.auth.Check())
 	}
 	if db := g.enrich.GeoDB(); db != nil {
-		errs = append(errs, db.Reload())
+		errs = append(errs, db.Check())
 	}
 	return errors.Join(errs...)
 }

@@ -50,11 +50,11 @@ func loadCert(certFile, keyFile string) (*tls.Certificate, error) {
 	return &cert, nil
 }
 
-// certReloader holds the HTTPS certificate and loads it again on Reload,
-// or when its poller sees either file change. A certificate that does not
+// certReloader holds the HTTPS certificate and loads it again when its
+// poller, or a SIGHUP (Gateway.Reload), sees either file change. A certificate that does not
 // load (unreadable, a key that does not match, expired) is logged and the
 // one in use kept; it is tried again at the files' next change (a
-// certificate written before its key loads at the key's write) or Reload.
+// certificate written before its key loads at the key's write).
 type certReloader struct {
 	certFile, keyFile string
 	log               *slog.Logger
@@ -81,14 +81,9 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 	return r.cert.Load(), nil
 }
 
-// Reload loads the certificate and key again. On failure the certificate
-// in use stays, and the error is logged and returned.
-func (r *certReloader) Reload(why string) error {
-	return r.reload(why, true)
-}
-
 // reload loads the certificate and key when either file changed since the
-// last look, or force. Both files are looked at every time, so that a
+// last look, or force; on failure the certificate in use stays, and the
+// error is logged and returned. Both files are looked at every time, so that a
 // change to one is not reported again at the next look.
 func (r *certReloader) reload(why string, force bool) error {
 	r.mu.Lock()

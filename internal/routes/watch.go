@@ -111,10 +111,14 @@ func Open(path, topic string, log *slog.Logger, m *Metrics, opts ...Option) (*Wa
 // Load returns the routes serving now.
 func (w *Watcher) Load() *Table { return w.cur.Load() }
 
-// Start polls the file every interval until Close.
+// Start polls the file every interval (Check) until Close.
 func (w *Watcher) Start(interval time.Duration) {
-	w.poll.Start(interval, func() { _ = w.reload(false) })
+	w.poll.Start(interval, func() { _ = w.Check() })
 }
+
+// Check looks at the file now, as the poll does, and reloads it if it
+// changed.
+func (w *Watcher) Check() error { return w.reload(false) }
 
 // Close stops the poll and waits for it.
 func (w *Watcher) Close() { w.poll.Close() }
